@@ -1,0 +1,63 @@
+"""groupenvs: cooperative multi-agent test environments with group rewards and early termination.
+
+Importing this package registers every task with Gymnasium (`groupenvs/<Task>-v0`, joint control
+of one group, plus a native `make_vec` entry point) and with PettingZoo (`groupenvs/<task>-v0`,
+one `ParallelEnv` per group). `make_group` builds the batched numpy core that learners use.
+"""
+
+from __future__ import annotations
+
+import re
+
+import gymnasium
+import pettingzoo
+
+from envs.core import GroupEnv, GroupSpec, GroupStep, ObsSpec, check_kwargs
+from envs.goal import GoalGroup
+
+# Gymnasium name -> (class, arguments that define the variant)
+TASKS: dict[str, tuple[type[GroupEnv], dict]] = {
+    "Goal-v0": (GoalGroup, {}),
+}
+
+__all__ = ["TASKS", "GroupEnv", "GroupSpec", "GroupStep", "ObsSpec", "make_group",
+           "pettingzoo_id"]
+
+
+def _task(task: str) -> tuple[type[GroupEnv], dict]:
+    name = task.removeprefix("groupenvs/")
+    if name not in TASKS:
+        raise KeyError(f"unknown task {task!r}; registered: {sorted(TASKS)}")
+    return TASKS[name]
+
+
+def make_group(task: str, num_envs: int = 1, **kwargs) -> GroupEnv:
+    """The batched core of `task` ("Goal-v0" or "groupenvs/Goal-v0") stepping `num_envs` groups."""
+    cls, variant = _task(task)
+    check_kwargs(cls, kwargs)
+    fixed = sorted(set(kwargs) & set(variant))
+    if fixed:
+        raise TypeError(f"{task} fixes {fixed}; pick the matching task instead")
+    return cls(num_envs=num_envs, **variant, **kwargs)
+
+
+def pettingzoo_id(task: str) -> str:
+    """PettingZoo's spelling of a task ID: "GoalMemory-v0" -> "groupenvs/goal_memory-v0"."""
+    name, version = task.removeprefix("groupenvs/").rsplit("-", 1)
+    return f"groupenvs/{re.sub(r'(?<!^)(?=[A-Z])', '_', name).lower()}-{version}"
+
+
+def _register() -> None:
+    for name in TASKS:
+        gym_id = f"groupenvs/{name}"
+        if gym_id not in gymnasium.registry:
+            gymnasium.register(gym_id, entry_point="envs.gymnasium:GroupGymEnv",
+                               vector_entry_point="envs.gymnasium:GroupVectorEnv",
+                               kwargs={"task": name})
+        pz_id = pettingzoo_id(name)
+        if pz_id not in pettingzoo.parallel_registry:
+            pettingzoo.register("parallel", pz_id, entry_point="envs.pettingzoo:GroupParallelEnv",
+                                kwargs={"task": name})
+
+
+_register()

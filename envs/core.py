@@ -1,0 +1,305 @@
+"""The batched contract between environments and learners.
+
+Everything is a batch of groups: a `GroupEnv` steps `E` independent episodes at once, each with up
+to `A` agent slots, and `alive[E, A]` says which slots act. Agents that end early simply stop being
+alive; the group's episode goes on until every agent has ended or the time limit hits, and then the
+env resets that group in the same step (`final_obs` keeps what the ended episode looked like).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import numpy as np
+
+OBS_KINDS = ("vector", "image", "entities")
+
+
+@dataclass(frozen=True)
+class ObsSpec:
+    """One observation component: `vector (d,)`, `image (H, W, C)` uint8, `entities (n_max, d)`."""
+
+    name: str
+    kind: str
+    shape: tuple[int, ...]
+    low: float = -1.0
+    high: float = 1.0
+
+    @property
+    def dtype(self) -> type:
+        return np.uint8 if self.kind == "image" else np.float32
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """Everything a learner needs to know about a task, and nothing about its internals."""
+
+    num_agents: int
+    obs: tuple[ObsSpec, ...]
+    continuous_size: int
+    discrete_branches: tuple[int, ...]
+    max_steps: int
+
+    @property
+    def action_sizes(self) -> tuple[int, tuple[int, ...]]:
+        return self.continuous_size, self.discrete_branches
+
+
+@dataclass
+class GroupStep:
+    """What one `reset`/`step` returns; every array is batched over envs `E` (and agents `A`).
+
+    `final_obs` is the observation the step produced *before* auto-reset, for every env: it equals
+    `obs` except in rows where `group_done` is set, which hold the ended episode's last view.
+    """
+
+    obs: tuple[np.ndarray, ...]  # each [E, A, *shape]
+    alive: np.ndarray  # bool [E, A]: slots that act on the next step
+    reward: np.ndarray  # float32 [E, A]: individual reward of the step just taken
+    group_reward: np.ndarray  # float32 [E]
+    terminated: np.ndarray  # bool [E, A]: the agent's episode ended on this step (terminal)
+    truncated: np.ndarray  # bool [E, A]: the agent's episode ended on this step (time limit)
+    group_done: np.ndarray  # bool [E]: the group's episode ended and was reset
+    final_obs: tuple[np.ndarray, ...]
+    action_mask: np.ndarray | None = None  # bool [E, A, sum(branches)]: legal discrete actions
+
+    @property
+    def group_truncated(self) -> np.ndarray:
+        """bool [E]: the group ended by its time limit (its agents were truncated, not done)."""
+        return self.group_done & self.truncated.any(axis=1)
+
+
+# --- counter-based randomness -------------------------------------------------------------------
+# Each draw is a hash of (seed, env index, episode index, step, draw index). That makes env i's
+# episodes independent of how many envs run beside it, and costs one vectorized hash per batch
+# instead of one Python-level generator per env.
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _splitmix64(x: np.ndarray) -> np.ndarray:
+    x = x + _GOLDEN
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def env_keys(seed: int, num_envs: int) -> np.ndarray:
+    """uint64 [E]: one independent random stream key per env index."""
+    return _splitmix64(np.uint64(seed) ^ np.arange(num_envs, dtype=np.uint64))
+
+
+def hash_bits(keys: np.ndarray, episode: np.ndarray, step: np.ndarray | int) -> np.ndarray:
+    """uint64 [len(keys)] of random bits, a pure function of (env key, episode, step)."""
+    when = (np.asarray(episode, dtype=np.uint64) << np.uint64(32)) + np.uint64(1) * step
+    return _splitmix64(keys ^ when)
+
+
+def agent_sum(x: np.ndarray) -> np.ndarray:
+    """[E, A] -> [E] sum over agents; a matmul is ~8x faster than numpy's short-axis reduction."""
+    return x @ np.ones(x.shape[1], x.dtype)
+
+
+def agent_any(mask: np.ndarray) -> np.ndarray:
+    """bool [E, A] -> bool [E]: any agent set."""
+    A = mask.shape[1]
+    if A in (1, 2, 4, 8):  # read each row's A bools as one unsigned int: no reduction at all
+        return np.ascontiguousarray(mask).view(f"u{A}")[:, 0] != 0
+    return agent_sum(mask.astype(np.float32)) > 0
+
+
+# --- argument checking shared by every task --------------------------------------------------------
+
+
+def check_kwargs(cls: type, kwargs: dict) -> None:
+    """Fail on constructor arguments `cls` does not take, listing the ones it does."""
+    valid = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    unknown = sorted(set(kwargs) - set(valid))
+    if unknown:
+        raise TypeError(f"{cls.__name__} got unknown argument(s) {unknown}; valid: {valid}")
+
+
+def check_int(name: str, value, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be {bound}, got {value}")
+    return int(value)
+
+
+def check_choice(name: str, value, choices: tuple) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
+
+
+class GroupEnv:
+    """Base of every batched task: episode bookkeeping, time limits, auto-reset, input checks.
+
+    A task sets `spec` and implements three methods over its own numpy state:
+      `_reset_envs(idx)`  start new episodes in envs `idx` (and set `self.alive[idx]`)
+      `_step(cont, disc)` advance every env; returns `(reward [E, A], group_reward [E],
+                          terminated [E, A])` and clears `self.alive` for agents that ended
+      `_observe(rows)`    the observation tuple of the current state of envs `rows`
+    """
+
+    spec: GroupSpec
+
+    def __init__(self, spec: GroupSpec, num_envs: int):
+        self.spec = spec
+        self.num_envs = check_int("num_envs", num_envs, 1)
+        self.max_agents = spec.num_agents
+        E, A = self.num_envs, self.max_agents
+        self.alive = np.zeros((E, A), dtype=bool)
+        # Time is one step counter for the batch and each env's start: checking the time limit
+        # costs nothing until the earliest deadline comes.
+        self._clock = 0
+        self._start = np.zeros(E, dtype=np.int64)
+        self._deadline = spec.max_steps
+        self.episode = np.zeros(E, dtype=np.int64)  # episodes started per env (random-stream key)
+        self.env_ids = np.arange(E)
+        self._seed: int | None = None
+        self._closed = False
+        self._action_keys = {k for k, n in (("continuous", spec.continuous_size),
+                                            ("discrete", len(spec.discrete_branches))) if n}
+        self._min_branch = min(spec.discrete_branches, default=0)
+
+    # -- randomness --
+    def random_bits(self, idx: np.ndarray, step: np.ndarray | int = 0) -> np.ndarray:
+        """uint64 [len(idx)]: 64 random bits for envs `idx` in their current episode (and step)."""
+        return hash_bits(self._keys[idx], self.episode[idx], step)
+
+    def uniform(self, idx: np.ndarray, n: int, step: np.ndarray | int = 0) -> np.ndarray:
+        """[len(idx), n] uniforms in [0, 1) for envs `idx` in their current episode (and step)."""
+        h = _splitmix64(self.random_bits(idx, step)[:, None] ^ np.arange(n, dtype=np.uint64))
+        return (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+    # -- public API --
+    def reset(self, seed: int | None = None) -> GroupStep:
+        """Start a new episode in every env. The same seed gives the same episodes."""
+        self._check_open()
+        if seed is not None:
+            self._seed = check_int("seed", seed, 0, 2**63 - 1)
+            self.episode[:] = 0
+        elif self._seed is None:
+            self._seed = int(np.random.SeedSequence().entropy % 2**63)
+        else:
+            self.episode += 1
+        self._keys = env_keys(self._seed, self.num_envs)
+        self._restart_clock(self.env_ids)
+        self._reset_envs(self.env_ids)
+        E, A = self.num_envs, self.max_agents
+        obs = self._observe()
+        no = np.zeros((E, A), dtype=bool)
+        return GroupStep(obs=obs, alive=self.alive.copy(), reward=np.zeros((E, A), np.float32),
+                         group_reward=np.zeros(E, np.float32), terminated=no, truncated=no.copy(),
+                         group_done=np.zeros(E, dtype=bool), final_obs=obs,
+                         action_mask=self._action_mask())
+
+    def step(self, actions: dict) -> GroupStep:
+        """Advance every env by one step; groups that end are reset in the same call."""
+        self._check_open()
+        if self._seed is None:
+            raise RuntimeError("step() called before reset(): call reset() first")
+        E, A = self.num_envs, self.max_agents
+        cont, disc = self._check_actions(actions)
+        reward, group_reward, terminated = self._step(cont, disc)
+        self._clock += 1
+        timed_out = self._clock >= self._deadline
+        if timed_out:
+            time_up = self.t >= self.spec.max_steps
+            truncated = self.alive & time_up[:, None]
+            group_done = ~agent_any(self.alive) | time_up
+        else:
+            truncated = np.zeros((E, A), dtype=bool)
+            group_done = (~agent_any(self.alive) if np.logical_or.reduce(terminated, axis=None)
+                          else np.zeros(E, dtype=bool))
+        obs = final_obs = self._observe()
+        if np.logical_or.reduce(group_done):
+            idx = np.flatnonzero(group_done)
+            self.alive[idx] = False
+            self.episode[idx] += 1
+            self._restart_clock(idx)
+            self._reset_envs(idx)
+            obs = tuple(o.copy() for o in final_obs)
+            for o, rows in zip(obs, self._observe(idx)):
+                o[idx] = rows
+        return GroupStep(obs=obs, alive=self.alive.copy(), reward=reward, group_reward=group_reward,
+                         terminated=terminated, truncated=truncated, group_done=group_done,
+                         final_obs=final_obs, action_mask=self._action_mask())
+
+    @property
+    def t(self) -> np.ndarray:
+        """int [E]: steps taken in each env's current episode."""
+        return self._clock - self._start
+
+    def _restart_clock(self, idx: np.ndarray) -> None:
+        self._start[idx] = self._clock
+        self._deadline = int(self._start.min()) + self.spec.max_steps
+
+    def close(self) -> None:
+        self._closed = True
+
+    # -- checks --
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is closed; make a new one")
+
+    def _check_actions(self, actions) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Validate an action dict; returns (continuous clipped to [-1, 1], discrete)."""
+        E, A = self.num_envs, self.max_agents
+        C, branches = self.spec.continuous_size, self.spec.discrete_branches
+        if not isinstance(actions, dict):
+            raise TypeError("actions must be a dict with keys 'continuous' and/or 'discrete', "
+                            f"got {type(actions).__name__}")
+        expected = self._action_keys
+        unknown = actions.keys() - {"continuous", "discrete"}
+        missing = expected - actions.keys()
+        if unknown or missing:
+            raise ValueError(f"actions must have keys {sorted(expected)}; missing {sorted(missing)}"
+                             f", unknown {sorted(unknown)}")
+        cont = disc = None
+        if C:
+            cont = np.asarray(actions["continuous"])
+            if cont.shape != (E, A, C) or cont.dtype.kind != "f":
+                raise ValueError(f"actions['continuous'] must be float [{E}, {A}, {C}], "
+                                 f"got {cont.dtype} {list(cont.shape)}")
+            if not np.isfinite(cont.sum()):  # fast path; dead slots may hold anything
+                self._raise_for(~np.isfinite(cont).all(axis=2), "continuous", "is NaN/inf")
+            cont = np.clip(cont, -1.0, 1.0).astype(np.float32, copy=False)
+        elif "continuous" in actions and np.size(actions["continuous"]):
+            raise ValueError("actions['continuous'] given but this task has no continuous actions")
+        if branches:
+            disc = np.asarray(actions["discrete"])
+            if disc.shape != (E, A, len(branches)) or disc.dtype.kind not in "iu":
+                raise ValueError(f"actions['discrete'] must be int [{E}, {A}, {len(branches)}], "
+                                 f"got {disc.dtype} {list(disc.shape)}")
+            if np.maximum.reduce(disc.view(_UNSIGNED[disc.itemsize]), axis=None) >= self._min_branch:
+                # slow path only when some value is out of range somewhere (-1 reads as huge)
+                bad = ((disc < 0) | (disc >= np.asarray(branches))).any(axis=2)
+                self._raise_for(bad, "discrete", f"is out of range (branch sizes {list(branches)})")
+        elif "discrete" in actions and np.size(actions["discrete"]):
+            raise ValueError("actions['discrete'] given but this task has no discrete actions")
+        return cont, disc
+
+    def _raise_for(self, bad: np.ndarray, field: str, what: str) -> None:
+        """Raise for the first alive slot flagged in `bad`; flags on dead slots are ignored."""
+        bad = bad & self.alive
+        if bad.any():
+            e, a = np.argwhere(bad)[0]
+            raise ValueError(f"actions['{field}'] {what} for env {e}, agent {a}")
+
+    # -- task hooks --
+    def _reset_envs(self, idx: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def _step(self, cont, disc) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def _observe(self, rows=slice(None)) -> tuple[np.ndarray, ...]:
+        raise NotImplementedError
+
+    def _action_mask(self) -> np.ndarray | None:
+        return None

@@ -1,0 +1,141 @@
+"""PettingZoo `ParallelEnv` view of one group (a `GroupEnv` with `num_envs=1`).
+
+Agents are `agent_0 .. agent_{A-1}`. An agent that ends is reported once, in the step it ends
+(its final observation, its reward, `terminated` or `truncated`), and then leaves `agents` for good.
+Each agent's reward is its individual reward plus the group reward; `infos[agent]` holds both parts.
+`death_mode="absorb"` instead keeps ended agents in `agents` with zero observations and rewards
+until the whole group ends, for libraries that need a fixed agent set.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+import envs
+from envs.spaces import agent_action_space, agent_observation_space, agent_to_core
+
+DEATH_MODES = ("remove", "absorb")
+
+
+class GroupParallelEnv(ParallelEnv):
+    """One group of a registered task as a PettingZoo ParallelEnv.
+
+    >>> import pettingzoo, envs
+    >>> env = pettingzoo.make("parallel", "groupenvs/goal-v0", num_agents=3)
+    """
+
+    metadata = {"name": "groupenvs", "render_modes": [], "render_fps": 10,
+                "is_parallelizable": True}
+
+    def __init__(self, task: str = "Goal-v0", death_mode: str = "remove", render_mode=None,
+                 **kwargs):
+        if death_mode not in DEATH_MODES:
+            raise ValueError(f"death_mode must be one of {list(DEATH_MODES)}, got {death_mode!r}")
+        if render_mode is not None:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None,"
+                             f" got {render_mode!r}")
+        self.core = envs.make_group(task, num_envs=1, **kwargs)
+        self.spec = self.core.spec
+        self.death_mode = death_mode
+        self.render_mode = render_mode
+        self.metadata = {**self.metadata,
+                         "name": envs.pettingzoo_id(task).split("/")[1].replace("-", "_")}
+        self.possible_agents = [f"agent_{i}" for i in range(self.spec.num_agents)]
+        self._slot = {name: i for i, name in enumerate(self.possible_agents)}
+        self.agents: list[str] = []
+        self._obs_space = agent_observation_space(self.spec)
+        self._act_space = agent_action_space(self.spec)
+        width = sum(int(np.prod(o.shape)) for o in self.spec.obs)
+        high = max(max(o.high for o in self.spec.obs), 255.0 if any(
+            o.kind == "image" for o in self.spec.obs) else 1.0)
+        self.state_space = spaces.Box(min(min(o.low for o in self.spec.obs), 0.0), high,
+                                      (self.spec.num_agents * (width + 1),), dtype=np.float32)
+        self._last = None
+
+    @functools.lru_cache(maxsize=None)
+    def observation_space(self, agent):
+        return self._obs_space
+
+    @functools.lru_cache(maxsize=None)
+    def action_space(self, agent):
+        return self._act_space
+
+    def reset(self, seed=None, options=None):
+        step = self.core.reset(seed=seed)
+        self._last = (step.obs, step.alive[0])
+        self.agents = [a for a in self.possible_agents if step.alive[0, self._slot[a]]]
+        obs = {a: self._agent_obs(step.obs, self._slot[a]) for a in self.agents}
+        infos = {a: self._info(step, self._slot[a]) for a in self.agents}
+        return obs, infos
+
+    def step(self, actions):
+        if not self.agents:
+            raise RuntimeError("the episode is over (no agents left): call reset()")
+        alive = self.core.alive[0].copy()  # slots acting on this step
+        unknown = sorted(set(actions) - set(self.agents))
+        missing = [a for a in self.agents if alive[self._slot[a]] and a not in actions]
+        if unknown or missing:
+            raise ValueError(f"actions must cover exactly the acting agents {self.agents}; "
+                             f"missing {missing}, not acting {unknown}")
+        slots = {self._slot[a]: act for a, act in actions.items() if alive[self._slot[a]]}
+        step = self.core.step(agent_to_core(self.spec, slots))
+        ended = step.group_done[0]
+        view = step.final_obs if ended else step.obs
+        obs, rewards, terms, truncs, infos = {}, {}, {}, {}, {}
+        for a in self.agents:
+            i = self._slot[a]
+            acted = alive[i]
+            if acted:
+                obs[a] = self._agent_obs(view, i)
+                rewards[a] = float(step.reward[0, i] + step.group_reward[0])
+            else:  # absorbed: ended earlier, kept in `agents` until the group ends
+                obs[a] = self._zero_obs()
+                rewards[a] = 0.0
+            if self.death_mode == "absorb":
+                terms[a] = bool(ended and not step.group_truncated[0])
+                truncs[a] = bool(step.group_truncated[0])
+            else:
+                terms[a] = bool(step.terminated[0, i])
+                truncs[a] = bool(step.truncated[0, i])
+            infos[a] = self._info(step, i) if acted else {"individual_reward": 0.0,
+                                                          "group_reward": 0.0}
+        if ended:
+            self.agents = []
+        elif self.death_mode == "remove":
+            self.agents = [a for a in self.agents if step.alive[0, self._slot[a]]]
+        self._last = (view, step.alive[0] if not ended else alive & ~(step.terminated[0]))
+        return obs, rewards, terms, truncs, infos
+
+    def state(self) -> np.ndarray:
+        """All slots' observations (zeros for slots not acting) and the alive mask, flattened."""
+        if self._last is None:
+            raise RuntimeError("state() called before reset()")
+        view, alive = self._last
+        parts = [np.where(alive.reshape((-1,) + (1,) * (o.ndim - 2)), o[0], 0)
+                 .reshape(len(alive), -1).astype(np.float32) for o in view]
+        return np.concatenate(parts + [alive[:, None].astype(np.float32)], axis=1).reshape(-1)
+
+    def close(self):
+        self.core.close()
+
+    def _agent_obs(self, view, i):
+        if len(view) == 1:
+            return view[0][0, i].copy()
+        return {o.name: part[0, i].copy() for o, part in zip(self.spec.obs, view)}
+
+    def _zero_obs(self):
+        if len(self.spec.obs) == 1:
+            return np.zeros(self.spec.obs[0].shape, self.spec.obs[0].dtype)
+        return {o.name: np.zeros(o.shape, o.dtype) for o in self.spec.obs}
+
+    @staticmethod
+    def _info(step, i):
+        info = {"individual_reward": float(step.reward[0, i]),
+                "group_reward": float(step.group_reward[0])}
+        if step.action_mask is not None:
+            info["action_mask"] = step.action_mask[0, i].astype(np.int8)
+        return info

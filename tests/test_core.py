@@ -1,0 +1,202 @@
+"""The batched contract: seeding, auto-reset, and clear errors for bad input."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import envs
+from envs.core import GroupStep
+
+
+def random_actions(rng, env):
+    E, A, (C, branches) = env.num_envs, env.max_agents, env.spec.action_sizes
+    act = {}
+    if C:
+        act["continuous"] = rng.uniform(-1, 1, (E, A, C)).astype(np.float32)
+    if branches:
+        act["discrete"] = rng.integers(0, 2, (E, A, len(branches)))
+    return act
+
+
+def rollout(env, seed, steps=200, action_seed=0):
+    rng = np.random.default_rng(action_seed)
+    out = [env.reset(seed=seed)]
+    out += [env.step(random_actions(rng, env)) for _ in range(steps)]
+    return out
+
+
+FIELDS = ("alive", "reward", "group_reward", "terminated", "truncated", "group_done")
+
+
+@pytest.mark.parametrize("kw", [{}, {"action_sizes": (1, 1), "num_agents": 3},
+                                {"reward_mode": "mlagents", "action_sizes": (1, 0)}])
+def test_same_seed_same_episodes(kw):
+    a = rollout(envs.make_group("Goal-v0", num_envs=64, **kw), seed=7)
+    b = rollout(envs.make_group("Goal-v0", num_envs=64, **kw), seed=7)
+    for x, y in zip(a, b):
+        for f in FIELDS:
+            np.testing.assert_array_equal(getattr(x, f), getattr(y, f))
+        np.testing.assert_array_equal(x.obs[0], y.obs[0])
+    assert sum(s.group_done.sum() for s in a) > 100  # many episodes were covered
+    c = rollout(envs.make_group("Goal-v0", num_envs=64, **kw), seed=8)
+    assert any((x.obs[0] != y.obs[0]).any() for x, y in zip(a, c))
+
+
+def test_env_episodes_do_not_depend_on_batch_size():
+    big = envs.make_group("Goal-v0", num_envs=64, num_agents=3, action_sizes=(1, 1))
+    small = envs.make_group("Goal-v0", num_envs=1, num_agents=3, action_sizes=(1, 1))
+    rng = np.random.default_rng(0)
+    a, b = big.reset(seed=11), small.reset(seed=11)
+    for _ in range(200):
+        np.testing.assert_array_equal(a.obs[0][:1], b.obs[0])
+        for f in FIELDS:
+            np.testing.assert_array_equal(getattr(a, f)[:1], getattr(b, f))
+        act = random_actions(rng, big)
+        a, b = big.step(act), small.step({k: v[:1] for k, v in act.items()})
+
+
+def test_reset_without_seed_starts_fresh_episodes():
+    env = envs.make_group("Goal-v0", num_envs=256)
+    first = env.reset(seed=0).obs[0]
+    again = env.reset().obs[0]
+    assert (first != again).any()
+    np.testing.assert_array_equal(env.reset(seed=0).obs[0], first)
+
+
+def test_auto_reset_keeps_final_obs_and_fresh_obs_elsewhere():
+    env = envs.make_group("Goal-v0", num_envs=128)
+    steps = rollout(env, seed=1, steps=60)
+    done_steps = [s for s in steps[1:] if s.group_done.any()]
+    assert done_steps
+    for s in done_steps:
+        done = s.group_done
+        np.testing.assert_array_equal(s.final_obs[0][~done], s.obs[0][~done])
+        assert (s.final_obs[0][done][..., 1:].sum(-1) > 0).all()  # scoreboard of the ended one
+        np.testing.assert_array_equal(s.obs[0][done][..., 1:], 0.0)  # fresh scoreboard
+        assert s.alive[done].all()
+
+
+def test_returned_arrays_are_not_aliased_with_state():
+    env = envs.make_group("Goal-v0", num_envs=4)
+    s = env.reset(seed=0)
+    s.obs[0][:] = 99
+    s.alive[:] = False
+    t = env.step({"discrete": np.ones((4, 2, 1), np.int64)})
+    assert (t.obs[0] != 99).all() and t.alive.any()
+
+
+def test_group_step_fields_have_documented_shapes():
+    env = envs.make_group("Goal-v0", num_envs=5, num_agents=3, action_sizes=(2, 1))
+    s = env.reset(seed=0)
+    s = env.step(random_actions(np.random.default_rng(0), env))
+    assert isinstance(s, GroupStep)
+    assert s.obs[0].shape == (5, 3, 3) and s.obs[0].dtype == np.float32
+    assert s.alive.shape == s.reward.shape == s.terminated.shape == s.truncated.shape == (5, 3)
+    assert s.group_reward.shape == s.group_done.shape == (5,)
+    assert s.reward.dtype == s.group_reward.dtype == np.float32
+    assert env.spec.action_sizes == (2, (2,))
+
+
+# --- bad input ---------------------------------------------------------------------------------
+
+
+def test_step_before_reset_and_after_close():
+    env = envs.make_group("Goal-v0")
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step({"discrete": np.zeros((1, 2, 1), np.int64)})
+    env.reset(seed=0)
+    env.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        env.step({"discrete": np.zeros((1, 2, 1), np.int64)})
+    with pytest.raises(RuntimeError, match="closed"):
+        env.reset()
+
+
+@pytest.mark.parametrize("actions, match", [
+    ({"discrete": np.zeros((1, 2), np.int64)}, r"must be int \[1, 2, 1\]"),
+    ({"discrete": np.zeros((1, 2, 1), np.float32)}, r"must be int"),
+    ({"discrete": np.array([[[0], [2]]])}, r"out of range .* env 0, agent 1"),
+    ({"discrete": np.array([[[-1], [0]]])}, r"out of range .* env 0, agent 0"),
+    ({}, r"missing \['discrete'\]"),
+    ({"discrete": np.zeros((1, 2, 1), np.int64), "cont": 1}, r"unknown \['cont'\]"),
+    ({"discrete": np.zeros((1, 2, 1), np.int64), "continuous": np.ones((1, 2, 1))},
+     r"no continuous actions"),
+])
+def test_bad_discrete_actions(actions, match):
+    env = envs.make_group("Goal-v0")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=match):
+        env.step(actions)
+
+
+def test_bad_continuous_actions():
+    env = envs.make_group("Goal-v0", num_envs=2, action_sizes=(2, 0))
+    env.reset(seed=0)
+    ok = np.zeros((2, 2, 2), np.float32)
+    for bad_value in (np.nan, np.inf, -np.inf):
+        act = ok.copy()
+        act[1, 0, 1] = bad_value
+        with pytest.raises(ValueError, match=r"continuous.*NaN/inf.*env 1, agent 0"):
+            env.step({"continuous": act})
+    with pytest.raises(ValueError, match=r"must be float \[2, 2, 2\]"):
+        env.step({"continuous": np.zeros((2, 2, 2), np.int64)})
+    with pytest.raises(TypeError, match="must be a dict"):
+        env.step(ok)
+
+
+def test_actions_of_agents_that_are_not_alive_are_ignored():
+    env = envs.make_group("Goal-v0", num_agents=2, action_sizes=(1, 0))
+    g = env.reset(seed=0).obs[0][0, 0, 0]
+    for _ in range(5):
+        env.step({"continuous": np.array([[[g], [0.0]]], np.float32)})
+    assert not env.alive[0, 0]
+    env.step({"continuous": np.array([[[np.nan], [0.0]]], np.float32)})  # agent 0 has left
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.lists(st.integers(0, 4), min_size=0, max_size=4),
+       dtype=st.sampled_from([np.int64, np.int32, np.uint8, np.float32, np.float64, bool]))
+def test_fuzzed_action_arrays_are_rejected_or_valid(shape, dtype):
+    env = envs.make_group("Goal-v0", num_envs=2, num_agents=3)
+    env.reset(seed=0)
+    arr = np.zeros(shape, dtype=dtype)
+    if tuple(shape) == (2, 3, 1) and np.dtype(dtype).kind in "iu":
+        env.step({"discrete": arr})
+    else:
+        with pytest.raises(ValueError, match="discrete"):
+            env.step({"discrete": arr})
+
+
+@pytest.mark.parametrize("kw, error, match", [
+    ({"num_agent": 3}, TypeError, r"unknown argument\(s\) \['num_agent'\]; valid: .*num_agents"),
+    ({"num_agents": 0}, ValueError, r"num_agents must be in \[1, 64\]"),
+    ({"num_agents": 65}, ValueError, r"num_agents must be in \[1, 64\]"),
+    ({"num_agents": 2.0}, TypeError, r"num_agents must be an int"),
+    ({"action_sizes": (0, 0)}, ValueError, r"action_sizes"),
+    ({"action_sizes": (1,)}, ValueError, r"action_sizes"),
+    ({"action_sizes": (-1, 2)}, ValueError, r"action_sizes"),
+    ({"step_size": 0}, ValueError, r"step_size"),
+    ({"step_size": 1.5}, ValueError, r"step_size"),
+    ({"obs_size": 0}, ValueError, r"obs_size"),
+    ({"reward_mode": "solo"}, ValueError, r"reward_mode must be one of \['group', 'mlagents'\]"),
+    ({"shared_goal": "yes"}, TypeError, r"shared_goal"),
+    ({"max_steps": 0}, ValueError, r"max_steps"),
+    ({"num_envs": 0}, ValueError, r"num_envs"),
+])
+def test_bad_constructor_arguments(kw, error, match):
+    with pytest.raises(error, match=match):
+        envs.make_group("Goal-v0", **kw)
+
+
+def test_unknown_task_lists_registered_ones():
+    with pytest.raises(KeyError, match="Goal-v0"):
+        envs.make_group("Gaol-v0")
+
+
+def test_bad_seed():
+    env = envs.make_group("Goal-v0")
+    with pytest.raises(ValueError, match="seed"):
+        env.reset(seed=-1)
+    with pytest.raises(TypeError, match="seed"):
+        env.reset(seed="1")
