@@ -1,0 +1,129 @@
+"""`poca train | eval | play`: MA-POCA from the command line.
+
+    poca train groupenvs/Goal-v0 --config goal
+    poca eval groupenvs/Goal-v0 --checkpoint runs/.../checkpoints/latest.pt --episodes 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from poca import checkpoint
+from poca.config import POCAConfig
+
+
+def _json_dict(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise argparse.ArgumentTypeError(f"not valid JSON: {err}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"num_agents\": 3}'")
+    return value
+
+
+def _assignment(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise argparse.ArgumentTypeError("must look like key=value, e.g. "
+                                         "hyperparameters.learning_rate=1e-3")
+    return key, yaml.safe_load(value)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="poca", description="MA-POCA for groupenvs and "
+                                     "any GroupEnv.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    train = sub.add_parser("train", help="train a group policy")
+    train.add_argument("env_id", help="groupenvs/Goal-v0, Goal-v0, or module:factory")
+    train.add_argument("--env-kwargs", type=_json_dict, default={}, help="task arguments (JSON)")
+    train.add_argument("--config", help="YAML file (ML-Agents layout) or a bundled preset name")
+    train.add_argument("--num-envs", type=int, help="groups stepped at once")
+    train.add_argument("--max-steps", type=int, help="agent-steps to train for")
+    train.add_argument("--seed", type=int)
+    train.add_argument("--run-dir", type=Path, help="default: runs/<env>/<time>")
+    train.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
+    train.add_argument("--device", help="cpu, cuda or cuda:N")
+    train.add_argument("--threads", type=int, help="torch CPU threads (default 1)")
+    train.add_argument("--set", type=_assignment, action="append", default=[],
+                       metavar="KEY=VALUE", help="any config key, e.g. network_settings."
+                       "hidden_units=64 (repeatable)")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    ev = sub.add_parser("eval", help="mean and spread of the group return of a checkpoint")
+    ev.add_argument("env_id")
+    ev.add_argument("--checkpoint", type=Path, required=True)
+    ev.add_argument("--episodes", type=int, default=100)
+    ev.add_argument("--env-kwargs", type=_json_dict, help="default: those it was trained with")
+    ev.add_argument("--seed", type=int, default=12345)
+    ev.add_argument("--deterministic", action="store_true", help="most likely actions")
+    ev.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def _train(args) -> int:
+    from poca.trainer import train
+
+    config = POCAConfig.load(args.config) if args.config else POCAConfig()
+    overrides = dict(args.set)
+    for flag, key in (("num_envs", "num_envs"), ("max_steps", "max_steps"), ("seed", "seed"),
+                      ("device", "device"), ("threads", "threads")):
+        if getattr(args, flag) is not None:
+            overrides[key] = getattr(args, flag)
+    config = config.override(overrides)
+    if args.resume and args.run_dir is None:
+        raise ValueError("--resume needs the --run-dir of the run to continue")
+    run_dir = args.run_dir or Path("runs") / args.env_id.replace("/", "_").replace(":", "_") \
+        / time.strftime("%Y%m%d-%H%M%S")
+    if not args.resume and (run_dir / "checkpoints" / "latest.pt").exists():
+        raise ValueError(f"{run_dir} already holds a run; pass --resume to continue it or "
+                         "choose another --run-dir")
+    print(f"training MA-POCA on {args.env_id} -> {run_dir}")
+    result = train(args.env_id, config, args.env_kwargs, run_dir, args.resume,
+                   progress=not args.no_progress)
+    rate = result.agent_steps / max(result.wall_seconds, 1e-9)
+    verb = "interrupted after" if result.interrupted else "trained"
+    print(f"{verb} {result.agent_steps:,} agent-steps, {result.episodes:,} episodes in "
+          f"{result.wall_seconds:.1f} s ({rate:,.0f} agent-steps/s)")
+    print(f"mean group return of the last 20 episodes: {result.mean_return():+.3f}")
+    print(f"checkpoint: {result.checkpoint}")
+    return 130 if result.interrupted else 0
+
+
+def _eval(args) -> int:
+    from poca.adapters import make_env
+    from poca.evaluate import evaluate, load_actor
+
+    state = checkpoint.load(args.checkpoint)
+    env_kwargs = state["env_kwargs"] if args.env_kwargs is None else args.env_kwargs
+    env = make_env(args.env_id, args.episodes, env_kwargs)
+    returns = evaluate(load_actor(args.checkpoint, env), env, args.seed, args.deterministic)
+    result = {"env_id": args.env_id, "episodes": len(returns), "mean": float(returns.mean()),
+              "std": float(returns.std()), "min": float(returns.min()),
+              "max": float(returns.max())}
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"group return over {result['episodes']} episodes: {result['mean']:+.3f} "
+              f"± {result['std']:.3f} (min {result['min']:+.3f}, max {result['max']:+.3f})")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return {"train": _train, "eval": _eval}[args.command](args)
+    except (ValueError, TypeError, FileNotFoundError, checkpoint.CheckpointError) as err:
+        print(f"poca {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""The rollout buffer [T, E, A, ...] and MA-POCA's returns, as pure functions of tensors.
+
+Bootstrap rules (DESIGN.md), for an agent acting at step t of env e:
+- still acting at t+1 in the same episode: the lambda-recursion goes on;
+- it ended but its group goes on: bootstrap from the *group's* value at t+1, V(s_{t+1}), computed
+  from the agents that remain (posthumous credit: what the group achieves later reaches it);
+- its group terminated at t: 0;
+- its group was truncated at t: the value of the group's final observation;
+- the rollout (or a `time_horizon` segment) ends: V(s_{t+1}).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class Rollout:
+    obs: list[Tensor]  # each [T, E, A, *shape]
+    alive: Tensor  # bool [T, E, A]: acting at t
+    cont: Tensor | None  # [T, E, A, C] raw sampled continuous actions
+    disc: Tensor | None  # long [T, E, A, B]
+    log_prob: Tensor  # [T, E, A, C + B] under the policy that acted
+    action_mask: Tensor | None  # bool [T, E, A, sum(branches)]
+    team_reward: Tensor  # [T, E]: group reward + sum of the step's individual rewards
+    group_done: Tensor  # bool [T, E]
+    group_truncated: Tensor  # bool [T, E]
+    next_obs: list[Tensor]  # each [E, A, *shape]: after the last step
+    next_alive: Tensor  # bool [E, A]
+    final_obs: list[Tensor]  # each [n, A, *shape]: last view of the n truncated groups
+    final_alive: Tensor  # bool [n, A]
+
+    @property
+    def agent_steps(self) -> int:
+        return int(self.alive.sum())
+
+
+def next_values(value: Tensor, bootstrap: Tensor, final_value: Tensor, group_done: Tensor,
+                group_truncated: Tensor) -> Tensor:
+    """[T, E]: the group value each step bootstraps from.
+
+    value [T, E] = V(s_t); bootstrap [E] = V(s_T) after the last step; final_value [n] = V of the
+    truncated groups' final observations, in (t, e) order of `group_truncated`.
+    """
+    nxt = torch.cat([value[1:], bootstrap[None]], 0)
+    nxt = torch.where(group_done, torch.zeros_like(nxt), nxt)
+    nxt[group_truncated] = final_value
+    return nxt
+
+
+def lambda_returns(team_reward: Tensor, value: Tensor, next_value: Tensor, alive: Tensor,
+                   group_done: Tensor, gamma: float, lambd: float, time_horizon: int) -> Tensor:
+    """Per-agent lambda-returns G [T, E, A] (entries of agents not acting are meaningless).
+
+    G_t = r_t + gamma * ((1 - lambd) V_{t+1} + lambd G_{t+1}) while the agent goes on acting,
+    G_t = r_t + gamma * next_value_t at the step it (or its group, or the segment) ends.
+    """
+    T = team_reward.shape[0]
+    steps = torch.arange(T, device=alive.device)
+    segment_end = (steps + 1) % time_horizon == 0  # [T]
+    goes_on = torch.zeros_like(alive)
+    goes_on[:-1] = alive[:-1] & alive[1:]
+    goes_on &= ~group_done[..., None] & ~segment_end[:, None, None]
+    returns = torch.empty(alive.shape, dtype=value.dtype, device=value.device)
+    later = torch.zeros(alive.shape[1:], dtype=value.dtype, device=value.device)
+    for t in range(T - 1, -1, -1):
+        nv = next_value[t, :, None]
+        later = team_reward[t, :, None] + gamma * torch.where(
+            goes_on[t], (1 - lambd) * nv + lambd * later, nv)
+        returns[t] = later
+    return returns
+
+
+def normalized(x: Tensor, mask: Tensor) -> Tensor:
+    """(x - mean) / (std + 1e-10) over the entries where `mask` is set."""
+    vals = x[mask]
+    return (x - vals.mean()) / (vals.std(unbiased=False) + 1e-10)

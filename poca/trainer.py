@@ -1,0 +1,370 @@
+"""The MA-POCA loop: collect a batched rollout, compute returns, update, log, checkpoint.
+
+Read top to bottom: `collect` steps every env with the shared actor until the buffer holds more
+than `buffer_size` agent-steps; `update` evaluates the critic, computes per-agent lambda-returns
+and counterfactual advantages, and runs `num_epoch` epochs of minibatch Adam steps; `run` loops
+until `max_steps` agent-steps.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from envs.core import GroupEnv
+from poca import checkpoint
+from poca.config import POCAConfig
+from poca.loss import clipped_value_loss, linear_decay, masked_mean, policy_loss
+from poca.networks import Actor, Critic
+from poca.rollout import Rollout, lambda_returns, next_values, normalized
+
+
+class TrainingDiverged(RuntimeError):
+    """A loss or parameter became NaN/inf."""
+
+
+@dataclass
+class TrainResult:
+    agent_steps: int
+    episodes: int
+    episode_log: list[tuple[int, float]]  # (agent-steps when it ended, group return)
+    wall_seconds: float
+    checkpoint: Path | None
+    interrupted: bool = False
+
+    def mean_return(self, last: int = 20) -> float:
+        returns = [r for _, r in self.episode_log[-last:]]
+        return float(np.mean(returns)) if returns else math.nan
+
+
+def _tensors(arrays, device):
+    return [torch.as_tensor(a, device=device) for a in arrays]
+
+
+class Trainer:
+    def __init__(self, env: GroupEnv, config: POCAConfig, run_dir: str | Path | None = None,
+                 env_id: str = "", env_kwargs: dict | None = None, progress: bool = True):
+        torch.set_num_threads(config.threads)
+        torch.manual_seed(config.seed)
+        self.env, self.spec, self.config = env, env.spec, config
+        self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
+        self.device = torch.device(config.device)
+        net = config.network_settings
+        if net.memory is not None:
+            raise NotImplementedError("network_settings.memory (LSTM) is not supported yet")
+        args = (self.spec, net.hidden_units, net.num_layers, net.normalize)
+        self.actor = Actor(*args).to(self.device)
+        self.critic = Critic(*args).to(self.device)
+        self.params = list(self.actor.parameters()) + list(self.critic.parameters())
+        self.optimizer = torch.optim.Adam(self.params, lr=config.hyperparameters.learning_rate,
+                                          foreach=True)
+        self.generator = torch.Generator(self.device).manual_seed(config.seed)
+        self.run_dir = Path(run_dir) if run_dir else None
+        self.progress = progress
+        self.agent_steps = self.updates = self.episodes = 0
+        self.episode_log: list[tuple[int, float]] = []
+        self.last_checkpoint: Path | None = None
+        self._saved_at = 0
+        self._start_env(seed=config.seed)
+
+    def _start_env(self, seed: int) -> None:
+        self._step = self.env.reset(seed=seed)
+        self._group_return = np.zeros(self.env.num_envs)
+
+    # --- acting ---------------------------------------------------------------------------------
+    @torch.no_grad()
+    def act(self, obs, action_mask=None, deterministic: bool = False):
+        """numpy obs [E, A, ...] -> (env action dict, cont, disc, log_prob) for every slot."""
+        mask = None if action_mask is None else torch.as_tensor(action_mask, device=self.device)
+        dist = self.actor(_tensors(obs, self.device), mask)
+        cont, disc = dist.sample(self.generator, deterministic)
+        actions = {}
+        if cont is not None:
+            actions["continuous"] = cont.cpu().numpy()  # the env clips to [-1, 1]
+        if disc is not None:
+            actions["discrete"] = disc.cpu().numpy()
+        return actions, cont, disc, dist.log_prob(cont, disc)
+
+    # --- collecting -----------------------------------------------------------------------------
+    def collect(self) -> Rollout:
+        """Step every env until the rollout holds more than `buffer_size` agent-steps."""
+        dev, buffer_size = self.device, self.config.hyperparameters.buffer_size
+        steps, final_obs, final_alive = [], [], []
+        collected, step = 0, self._step
+        while collected <= buffer_size:
+            obs = _tensors(step.obs, dev)
+            actions, cont, disc, log_prob = self.act(step.obs, step.action_mask)
+            nxt = self.env.step(actions)
+            team_reward = nxt.group_reward + nxt.reward.sum(axis=1)
+            steps.append((obs, torch.as_tensor(step.alive, device=dev), cont, disc, log_prob,
+                          None if step.action_mask is None else torch.as_tensor(step.action_mask),
+                          team_reward, nxt.group_done, nxt.group_truncated))
+            if nxt.group_truncated.any():
+                rows = np.flatnonzero(nxt.group_truncated)
+                final_obs.append([o[rows] for o in nxt.final_obs])
+                final_alive.append(nxt.truncated[rows])
+            collected += int(step.alive.sum())
+            self._log_episodes(nxt, self.agent_steps + collected)
+            step = nxt
+        self._step = step
+        cols = list(zip(*steps))
+        stack = lambda xs: torch.stack(list(xs)) if xs[0] is not None else None  # noqa: E731
+        as_t = lambda xs: torch.as_tensor(np.stack(xs), device=dev)  # noqa: E731
+        n_obs = len(self.spec.obs)
+        return Rollout(
+            obs=[torch.stack([o[i] for o in cols[0]]) for i in range(n_obs)],
+            alive=stack(cols[1]), cont=stack(cols[2]), disc=stack(cols[3]),
+            log_prob=stack(cols[4]), action_mask=stack(cols[5]),
+            team_reward=as_t(cols[6]).float(), group_done=as_t(cols[7]),
+            group_truncated=as_t(cols[8]),
+            next_obs=_tensors(step.obs, dev), next_alive=torch.as_tensor(step.alive, device=dev),
+            final_obs=[torch.as_tensor(np.concatenate([f[i] for f in final_obs]), device=dev)
+                       for i in range(n_obs)] if final_obs else [],
+            final_alive=torch.as_tensor(np.concatenate(final_alive), device=dev)
+            if final_alive else torch.zeros((0, self.spec.num_agents), dtype=torch.bool))
+
+    def _log_episodes(self, step, agent_steps: int) -> None:
+        self._group_return += step.group_reward
+        for e in np.flatnonzero(step.group_done):
+            self.episode_log.append((agent_steps, float(self._group_return[e])))
+            self._group_return[e] = 0.0
+            self.episodes += 1
+
+    # --- learning -------------------------------------------------------------------------------
+    def schedules(self) -> tuple[float, float, float]:
+        """(learning rate, epsilon, beta) at the current agent-step count."""
+        hp, t, T = self.config.hyperparameters, self.agent_steps, self.config.max_steps
+        decay = {"linear": lambda v, floor: linear_decay(v, floor, t, T),
+                 "constant": lambda v, floor: v}
+        return (decay[hp.learning_rate_schedule](hp.learning_rate, 1e-10),
+                decay[hp.epsilon_schedule](hp.epsilon, 0.1),
+                decay[hp.beta_schedule](hp.beta, 1e-5))
+
+    def update(self, ro: Rollout) -> dict[str, float]:
+        cfg, hp = self.config, self.config.hyperparameters
+        T, E, A = ro.alive.shape
+        if cfg.network_settings.normalize:
+            for net in (self.actor, self.critic):
+                net.encoder.update_normalizers(ro.obs, ro.alive)
+        flat = lambda x: None if x is None else x.reshape(T * E, *x.shape[2:])  # noqa: E731
+        obs, alive, cont, disc = [flat(o) for o in ro.obs], flat(ro.alive), flat(ro.cont), \
+            flat(ro.disc)
+        mask, old_log_prob = flat(ro.action_mask), flat(ro.log_prob)
+
+        with torch.no_grad():  # the estimates the trust region is measured from
+            value, baseline = self.critic(obs, cont, disc, alive)
+            bootstrap = self.critic.value(ro.next_obs, ro.next_alive)
+            final_value = (self.critic.value(ro.final_obs, ro.final_alive) if ro.final_obs
+                           else value.new_zeros(0))
+        gamma = cfg.reward_signals.extrinsic.gamma
+        reward = ro.team_reward * cfg.reward_signals.extrinsic.strength
+        nxt = next_values(value.view(T, E), bootstrap, final_value, ro.group_done,
+                          ro.group_truncated)
+        returns = lambda_returns(reward, value.view(T, E), nxt, ro.alive, ro.group_done, gamma,
+                                 hp.lambd, cfg.time_horizon)
+        returns = flat(returns)
+        advantage = normalized(returns - baseline, alive)
+
+        lr, epsilon, beta = self.schedules()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        n_batches = max(1, ro.agent_steps // hp.batch_size)
+        sums = {"policy_loss": 0.0, "value_loss": 0.0, "baseline_loss": 0.0, "entropy": 0.0}
+        for _ in range(hp.num_epoch):
+            order = torch.randperm(T * E, generator=self.generator, device=self.device)
+            for idx in order.chunk(n_batches):
+                o, al = [x[idx] for x in obs], alive[idx]
+                c = None if cont is None else cont[idx]
+                d = None if disc is None else disc[idx]
+                dist = self.actor(o, None if mask is None else mask[idx])
+                v, b = self.critic(o, c, d, al)
+                g = returns[idx]  # [n, A]: V is the group's, regressed on each agent's return
+                losses = {
+                    "policy_loss": policy_loss(dist.log_prob(c, d), old_log_prob[idx],
+                                               advantage[idx], al, epsilon),
+                    "value_loss": clipped_value_loss(v[:, None].expand_as(g),
+                                                     value[idx][:, None].expand_as(g), g, al,
+                                                     epsilon),
+                    "baseline_loss": clipped_value_loss(b, baseline[idx], g, al, epsilon),
+                    "entropy": masked_mean(dist.entropy(), al),
+                }
+                loss = (losses["policy_loss"] + 0.5 * (losses["value_loss"]
+                        + 0.5 * losses["baseline_loss"]) - beta * losses["entropy"])
+                if not torch.isfinite(loss):
+                    raise TrainingDiverged(self._diverged_message("loss"))
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optimizer.step()
+                for k, v in losses.items():
+                    sums[k] += v.item()
+        if not all(torch.isfinite(p).all() for p in self.params):
+            raise TrainingDiverged(self._diverged_message("a parameter"))
+        self.updates += 1
+        n = hp.num_epoch * n_batches
+        return {**{k: v / n for k, v in sums.items()}, "learning_rate": lr, "epsilon": epsilon,
+                "beta": beta, "value_estimate": float(value[alive.any(-1)].mean())}
+
+    def _diverged_message(self, what: str) -> str:
+        last = self.last_checkpoint or "none written yet"
+        return (f"{what} became NaN/inf at agent-step {self.agent_steps} (update "
+                f"{self.updates}); training stopped. Last good checkpoint: {last}")
+
+    # --- the loop -------------------------------------------------------------------------------
+    def run(self) -> TrainResult:
+        cfg = self.config
+        writer = _MetricsWriter(self.run_dir, self.progress, cfg.max_steps, self.agent_steps)
+        start, interrupted = time.perf_counter(), False
+        next_summary = (self.agent_steps // cfg.summary_freq + 1) * cfg.summary_freq
+        try:
+            while self.agent_steps < cfg.max_steps:
+                rollout = self.collect()
+                self.agent_steps += rollout.agent_steps
+                stats = self.update(rollout)
+                writer.progress(self, stats)
+                if self.agent_steps >= next_summary or self.agent_steps >= cfg.max_steps:
+                    writer.summary(self, stats)
+                    next_summary = (self.agent_steps // cfg.summary_freq + 1) * cfg.summary_freq
+                if (self.run_dir is not None
+                        and self.agent_steps - self._saved_at >= cfg.checkpoint_interval):
+                    self.save()
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            writer.close()
+        if self.run_dir is not None:
+            self.save()
+        return TrainResult(self.agent_steps, self.episodes, list(self.episode_log),
+                           time.perf_counter() - start, self.last_checkpoint, interrupted)
+
+    # --- checkpoints ----------------------------------------------------------------------------
+    def state(self) -> dict:
+        return {"config": self.config.to_dict(), "env_id": self.env_id,
+                "env_kwargs": self.env_kwargs, "spec": checkpoint.spec_dict(self.spec),
+                "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "agent_steps": self.agent_steps,
+                "updates": self.updates, "episodes": self.episodes,
+                "episode_log": self.episode_log, "torch_rng": torch.get_rng_state(),
+                "generator": self.generator.get_state()}
+
+    def save(self) -> Path:
+        if self.run_dir is None:
+            raise ValueError("this trainer has no run_dir to save checkpoints in")
+        folder = self.run_dir / "checkpoints"
+        path = folder / f"step-{self.agent_steps:09d}.pt"
+        checkpoint.save(path, self.state())
+        checkpoint.save(folder / "latest.pt", self.state())
+        for old in sorted(folder.glob("step-*.pt"))[:-self.config.keep_checkpoints]:
+            old.unlink()
+        self.last_checkpoint, self._saved_at = path, self.agent_steps
+        return path
+
+    def load(self, path: str | Path) -> None:
+        """Continue from a checkpoint: networks, optimizer, counters and random streams."""
+        state = checkpoint.load(path, self.spec)
+        try:
+            self.actor.load_state_dict(state["actor"])
+            self.critic.load_state_dict(state["critic"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError) as err:
+            raise checkpoint.CheckpointError(
+                f"{path} does not fit this network configuration: {err}") from err
+        self.agent_steps, self.updates = state["agent_steps"], state["updates"]
+        self.episodes, self.episode_log = state["episodes"], list(state["episode_log"])
+        torch.set_rng_state(state["torch_rng"])
+        self.generator.set_state(state["generator"])
+        self.last_checkpoint, self._saved_at = Path(path), self.agent_steps
+        # Episodes in flight are not saved: the envs restart from a seed tied to the update count.
+        self._start_env(seed=self.config.seed + 1_000_003 * self.updates)
+
+
+class _MetricsWriter:
+    """Progress bar, metrics.csv and (when installed) TensorBoard, from one place."""
+
+    FIELDS = ["agent_steps", "episodes", "mean_group_return", "agent_steps_per_s", "wall_s",
+              "policy_loss", "value_loss", "baseline_loss", "entropy", "value_estimate",
+              "learning_rate", "epsilon", "beta"]
+
+    def __init__(self, run_dir: Path | None, progress: bool, total: int, initial: int):
+        self.start, self.start_steps = time.perf_counter(), initial
+        self.bar = None
+        if progress:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, initial=initial, unit="agent-step", unit_scale=True,
+                            dynamic_ncols=True)
+        self.csv = self.tb = None
+        if run_dir is not None:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            new = not (run_dir / "metrics.csv").exists()
+            self.file = open(run_dir / "metrics.csv", "a", newline="")
+            self.csv = csv.DictWriter(self.file, fieldnames=self.FIELDS)
+            if new:
+                self.csv.writeheader()
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(str(run_dir / "tensorboard"))
+            except ImportError:
+                pass
+
+    def _rate(self, trainer) -> float:
+        return (trainer.agent_steps - self.start_steps) / max(time.perf_counter() - self.start,
+                                                              1e-9)
+
+    def progress(self, trainer, stats) -> None:
+        if self.bar is not None:
+            self.bar.update(trainer.agent_steps - self.bar.n)
+            recent = [r for _, r in trainer.episode_log[-20:]]
+            self.bar.set_postfix(episodes=trainer.episodes,
+                                 group_return=f"{np.mean(recent):+.3f}" if recent else "n/a",
+                                 steps_per_s=f"{self._rate(trainer):,.0f}")
+
+    def summary(self, trainer, stats) -> None:
+        recent = [r for _, r in trainer.episode_log[-20:]]
+        row = {"agent_steps": trainer.agent_steps, "episodes": trainer.episodes,
+               "mean_group_return": float(np.mean(recent)) if recent else math.nan,
+               "agent_steps_per_s": self._rate(trainer),
+               "wall_s": time.perf_counter() - self.start, **stats}
+        if self.csv is not None:
+            self.csv.writerow(row)
+            self.file.flush()
+        if self.tb is not None:
+            for k, v in row.items():
+                if k != "agent_steps":
+                    self.tb.add_scalar(k, v, trainer.agent_steps)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.csv is not None:
+            self.file.close()
+        if self.tb is not None:
+            self.tb.close()
+
+
+def train(env_id: str, config: POCAConfig | None = None, env_kwargs: dict | None = None,
+          run_dir: str | Path | None = None, resume: bool = False,
+          progress: bool = False) -> TrainResult:
+    """Train MA-POCA on a registered task or `module:factory` GroupEnv; the Python API."""
+    from poca.adapters import make_env
+
+    config = config or POCAConfig()
+    env = make_env(env_id, config.num_envs, env_kwargs)
+    trainer = Trainer(env, config, run_dir, env_id, env_kwargs, progress)
+    if resume:
+        if run_dir is None:
+            raise ValueError("resume needs the run_dir of the run to continue")
+        trainer.load(Path(run_dir) / "checkpoints" / "latest.pt")
+    if run_dir is not None:
+        Path(run_dir).mkdir(parents=True, exist_ok=True)
+        (Path(run_dir) / "config.json").write_text(json.dumps(
+            {"env_id": env_id, "env_kwargs": env_kwargs or {}, "config": config.to_dict()},
+            indent=2))
+    return trainer.run()

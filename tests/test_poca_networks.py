@@ -1,0 +1,114 @@
+"""Networks: exact masking, the counterfactual baseline, action distributions."""
+
+import math
+
+import pytest
+import torch
+
+from envs.core import GroupSpec, ObsSpec
+from poca.networks import Actor, Critic, ResidualSelfAttention, RunningNorm
+
+
+def spec(A=3, C=1, branches=(2, 3), d=4):
+    return GroupSpec(num_agents=A, obs=(ObsSpec("vector", "vector", (d,)),), continuous_size=C,
+                     discrete_branches=branches, max_steps=10)
+
+
+def batch(s, N=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    A = s.num_agents
+    obs = [torch.randn(N, A, *s.obs[0].shape, generator=g)]
+    cont = torch.randn(N, A, s.continuous_size, generator=g)
+    disc = torch.stack([torch.randint(0, n, (N, A), generator=g) for n in s.discrete_branches],
+                       -1)
+    alive = torch.rand(N, A, generator=g) > 0.3
+    alive[:, 0] = True
+    return obs, cont, disc, alive
+
+
+@pytest.mark.parametrize("entities", [3, 12])  # both attention paths (few / many entities)
+def test_attention_ignores_absent_entities_exactly(entities):
+    torch.manual_seed(0)
+    att = ResidualSelfAttention(16)
+    x = torch.randn(6, entities, 16)
+    present = torch.rand(6, entities) > 0.4
+    present[:, 0] = True
+    y = att(x, present)
+    x2 = torch.where(present[..., None], x, torch.randn_like(x) * 1e3)
+    assert torch.equal(att(x2, present), y)
+    perm = torch.randperm(entities)
+    assert torch.allclose(att(x[:, perm], present[:, perm]), y, atol=1e-5)
+
+
+def test_critic_ignores_agents_that_are_not_alive():
+    s = spec()
+    critic = Critic(s, 32, 2, normalize=False)
+    obs, cont, disc, alive = batch(s)
+    v, b = critic(obs, cont, disc, alive)
+    dead = ~alive
+    obs2 = [torch.where(dead[..., None], torch.randn_like(obs[0]) * 100, obs[0])]
+    cont2 = torch.where(dead[..., None], torch.randn_like(cont), cont)
+    disc2 = torch.where(dead[..., None], torch.zeros_like(disc), disc)
+    v2, b2 = critic(obs2, cont2, disc2, alive)
+    assert torch.equal(v, v2)
+    assert torch.equal(b[alive], b2[alive])
+    assert torch.allclose(critic.value(obs2, alive), v, atol=1e-6)  # the value-only path
+
+
+def test_baseline_differs_from_value_only_through_other_agents_actions():
+    s = spec()
+    critic = Critic(s, 32, 2, normalize=False)
+    obs, cont, disc, alive = batch(s)
+    alive[:] = True
+    v, b = critic(obs, cont, disc, alive)
+    # agent 0's own action does not enter its baseline; the others' actions do
+    cont2 = cont.clone()
+    cont2[:, 0] += 1.0
+    disc2 = disc.clone()
+    disc2[:, 0, 0] = 1 - disc2[:, 0, 0]
+    v2, b2 = critic(obs, cont2, disc2, alive)
+    assert torch.equal(b2[:, 0], b[:, 0]) and torch.equal(v2, v)
+    assert not torch.allclose(b2[:, 1], b[:, 1])
+    # alone in its group, an agent's baseline is the group value
+    solo = alive.clone()
+    solo[:, 1:] = False
+    v3, b3 = critic(obs, cont, disc, solo)
+    assert torch.allclose(b3[:, 0], v3)
+
+
+def test_actor_distribution_matches_torch_distributions():
+    s = spec(C=2, branches=(2, 3))
+    actor = Actor(s, 16, 1, normalize=False)
+    obs, _, _, _ = batch(s)
+    dist = actor(obs)
+    cont, disc = dist.sample(torch.Generator().manual_seed(0))
+    lp = dist.log_prob(cont, disc)
+    normal = torch.distributions.Normal(dist.mean, dist.log_std.exp())
+    assert torch.allclose(lp[..., :2], normal.log_prob(cont), atol=1e-5)
+    for b, logits in enumerate(dist.logits):
+        cat = torch.distributions.Categorical(logits=logits)
+        assert torch.allclose(lp[..., 2 + b], cat.log_prob(disc[..., b]), atol=1e-5)
+    expected = normal.entropy().mean(-1) + sum(
+        torch.distributions.Categorical(logits=lg).entropy() for lg in dist.logits)
+    assert torch.allclose(dist.entropy(), expected, atol=1e-5)
+
+
+def test_action_masks_are_respected():
+    s = spec(C=0, branches=(3,))
+    actor = Actor(s, 16, 1, normalize=False)
+    obs, _, _, _ = batch(s, N=200)
+    mask = torch.ones(200, 3, 3, dtype=torch.bool)
+    mask[..., 1] = False
+    _, disc = actor(obs, mask).sample(torch.Generator().manual_seed(0))
+    assert (disc != 1).all() and (disc == 0).any() and (disc == 2).any()
+
+
+def test_running_norm_matches_batch_statistics():
+    norm = RunningNorm(2)
+    data = torch.randn(1000, 2) * torch.tensor([3.0, 0.5]) + torch.tensor([1.0, -2.0])
+    for chunk in data.split(100):
+        norm.update(chunk)
+    out = norm(data)
+    assert torch.allclose(out.mean(0), torch.zeros(2), atol=0.05)
+    assert torch.allclose(out.std(0), torch.ones(2), atol=0.05)
+    assert math.isclose(float(norm.count), 1001)

@@ -1,0 +1,197 @@
+"""The trainer end to end: learning, determinism, checkpoints, guards, config and CLI."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from poca import checkpoint
+from poca.adapters import make_env
+from poca.cli import main
+from poca.config import POCAConfig
+from poca.evaluate import evaluate, load_actor
+from poca.trainer import Trainer, TrainingDiverged, train
+
+PARITY = {"reward_mode": "mlagents", "shared_goal": True}
+
+
+def steps_to(log, threshold=0.9, last=20):
+    """Agent-steps at which the mean group return of the last `last` episodes first reached
+    `threshold` (None if never)."""
+    returns = [r for _, r in log]
+    for i in range(last - 1, len(log)):
+        if np.mean(returns[i - last + 1:i + 1]) >= threshold:
+            return log[i][0]
+    return None
+
+
+@pytest.mark.parametrize("action_sizes", [(0, 1), (1, 0)], ids=["discrete", "continuous"])
+def test_solves_mlagents_parity_case_within_mlagents_budget(action_sizes):
+    config = POCAConfig.load("mlagents_test")
+    result = train("Goal-v0", config, {**PARITY, "action_sizes": action_sizes})
+    assert result.agent_steps <= 3000 + 100
+    assert steps_to(result.episode_log) is not None, result.episode_log[-20:]
+
+
+def test_solves_group_reward_mode_within_20k():
+    result = train("Goal-v0", POCAConfig.load("goal"))
+    assert steps_to(result.episode_log) <= 20_000
+
+
+def small_config(**over):
+    base = {"hyperparameters.batch_size": 32, "hyperparameters.buffer_size": 128,
+            "network_settings.hidden_units": 16, "network_settings.num_layers": 1,
+            "num_envs": 4, "max_steps": 1000, "checkpoint_interval": 500, "summary_freq": 250}
+    return POCAConfig().override({**base, **over})
+
+
+def test_same_seed_same_training_curve():
+    a = train("Goal-v0", small_config(), {"action_sizes": (1, 1)})
+    b = train("Goal-v0", small_config(), {"action_sizes": (1, 1)})
+    c = train("Goal-v0", small_config(seed=1), {"action_sizes": (1, 1)})
+    assert a.episode_log == b.episode_log
+    assert a.episode_log != c.episode_log
+
+
+def test_resume_restores_parameters_optimizer_and_counters(tmp_path):
+    config = small_config()
+    first = Trainer(make_env("Goal-v0", 4), config, tmp_path, "Goal-v0", progress=False)
+    first.run()
+    saved = checkpoint.load(tmp_path / "checkpoints" / "latest.pt")
+    second = Trainer(make_env("Goal-v0", 4), config.override({"max_steps": 1500}), tmp_path,
+                     "Goal-v0", progress=False)
+    second.load(tmp_path / "checkpoints" / "latest.pt")
+    assert second.agent_steps == first.agent_steps == saved["agent_steps"] >= 1000
+    for p, q in zip(first.params, second.params):
+        assert torch.equal(p, q)
+    opt_a, opt_b = first.optimizer.state_dict(), second.optimizer.state_dict()
+    for k in opt_a["state"]:
+        for name in ("exp_avg", "exp_avg_sq", "step"):
+            assert torch.equal(opt_a["state"][k][name], opt_b["state"][k][name])
+    result = second.run()
+    assert result.agent_steps >= 1500 and second.updates > first.updates
+    assert len(sorted((tmp_path / "checkpoints").glob("step-*.pt"))) <= config.keep_checkpoints
+
+
+def test_eval_of_final_checkpoint_reproduces_training_success(tmp_path):
+    result = train("Goal-v0", POCAConfig.load("goal"), run_dir=tmp_path)
+    assert result.mean_return() >= 0.9
+    env = make_env("Goal-v0", 100)
+    returns = evaluate(load_actor(result.checkpoint, env), env, seed=3)
+    assert len(returns) == 100 and returns.mean() >= 0.9
+
+
+def test_bad_checkpoints_fail_clearly(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(checkpoint.CheckpointError, match="not a readable checkpoint"):
+        checkpoint.load(bad)
+    with pytest.raises(checkpoint.CheckpointError, match="no checkpoint"):
+        checkpoint.load(tmp_path / "missing.pt")
+    trainer = Trainer(make_env("Goal-v0", 2), small_config(max_steps=200), tmp_path,
+                      progress=False)
+    trainer.run()
+    other = make_env("Goal-v0", 2, {"action_sizes": (1, 0)})
+    with pytest.raises(checkpoint.CheckpointError, match="different environment"):
+        load_actor(tmp_path / "checkpoints" / "latest.pt", other)
+    wider = Trainer(make_env("Goal-v0", 2), small_config(**{"network_settings.hidden_units": 8}),
+                    progress=False)
+    with pytest.raises(checkpoint.CheckpointError, match="network configuration"):
+        wider.load(tmp_path / "checkpoints" / "latest.pt")
+
+
+def test_non_finite_parameters_stop_training_with_a_clear_message(tmp_path):
+    trainer = Trainer(make_env("Goal-v0", 4), small_config(max_steps=3000), tmp_path,
+                      progress=False)
+    original = trainer.update
+
+    def poisoned(rollout):
+        if trainer.updates == 5:
+            with torch.no_grad():
+                trainer.actor.body[0].weight.fill_(float("nan"))
+        return original(rollout)
+
+    trainer.update = poisoned
+    with pytest.raises(TrainingDiverged, match=r"NaN/inf at agent-step \d+ .*Last good "
+                                               r"checkpoint: .*step-"):
+        trainer.run()
+
+
+def test_interrupt_saves_a_checkpoint_and_returns(tmp_path):
+    trainer = Trainer(make_env("Goal-v0", 4), small_config(max_steps=5000), tmp_path,
+                      progress=False)
+    original = trainer.collect
+
+    def interrupted():
+        if trainer.updates == 2:
+            raise KeyboardInterrupt
+        return original()
+
+    trainer.collect = interrupted
+    result = trainer.run()
+    assert result.interrupted and result.agent_steps < 5000
+    assert checkpoint.load(tmp_path / "checkpoints" / "latest.pt")["updates"] == 2
+
+
+def test_config_from_mlagents_yaml(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("behaviors:\n  Goal:\n    trainer_type: poca\n    hyperparameters:\n"
+                    "      learning_rate: 1e-3\n      learning_rate_schedule: constant\n"
+                    "    network_settings:\n      memory:\n        memory_size: 16\n"
+                    "    max_steps: 5e4\n")
+    config = POCAConfig.load(path)
+    hp = config.hyperparameters
+    assert hp.learning_rate == 1e-3 and config.max_steps == 50_000
+    assert hp.beta_schedule == hp.epsilon_schedule == "constant"  # ML-Agents copies the lr's
+    assert config.network_settings.memory.memory_size == 16
+    assert POCAConfig().hyperparameters.batch_size == 1024  # ML-Agents' defaults
+
+
+@pytest.mark.parametrize("data, match", [
+    ({"hyperparameter": {}}, r"unknown key\(s\) \['hyperparameter'\] in config; valid: "),
+    ({"hyperparameters": {"lr": 1}}, r"in hyperparameters\.; valid: \['batch_size'"),
+    ({"hyperparameters": {"batch_size": "big"}}, r"batch_size must be int"),
+    ({"hyperparameters": {"batch_size": 0}}, r"batch_size must be > 0"),
+    ({"hyperparameters": {"batch_size": 512, "buffer_size": 256}}, r"must not exceed"),
+    ({"hyperparameters": {"beta_schedule": "cosine"}}, r"beta_schedule must be one of"),
+    ({"network_settings": {"memory": {"memory_size": 15}}}, r"memory_size must be even"),
+    ({"trainer_type": "ppo"}, r"trainer_type must be 'poca'"),
+    ({"device": "tpu"}, r"device must be"),
+])
+def test_invalid_config_fails_with_valid_keys(data, match):
+    with pytest.raises(ValueError, match=match):
+        POCAConfig.from_dict(data)
+
+
+def test_unknown_preset_lists_bundled_ones():
+    with pytest.raises(FileNotFoundError, match=r"bundled presets: \[.*'goal'"):
+        POCAConfig.load("gaol")
+
+
+def test_cli_train_and_eval(tmp_path, capsys):
+    run = tmp_path / "run"
+    code = main(["train", "groupenvs/Goal-v0", "--config", "goal", "--run-dir", str(run),
+                 "--max-steps", "2000", "--no-progress", "--set", "summary_freq=500"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "agent-steps/s" in out and "mean group return" in out
+    rows = (run / "metrics.csv").read_text().splitlines()
+    assert rows[0].startswith("agent_steps,episodes,mean_group_return") and len(rows) >= 3
+    assert main(["train", "groupenvs/Goal-v0", "--run-dir", str(run), "--no-progress"]) == 2
+    assert "pass --resume" in capsys.readouterr().err
+    code = main(["eval", "groupenvs/Goal-v0", "--checkpoint",
+                 str(run / "checkpoints" / "latest.pt"), "--episodes", "10", "--json"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["episodes"] == 10 and set(result) >= {"mean", "std"}
+
+
+def test_cli_reports_bad_input(tmp_path, capsys):
+    assert main(["train", "Gaol-v0", "--run-dir", str(tmp_path), "--no-progress"]) == 2
+    assert "unknown task" in capsys.readouterr().err
+    assert main(["train", "Goal-v0", "--set", "hyperparameters.lr=1", "--no-progress",
+                 "--run-dir", str(tmp_path)]) == 2
+    assert "valid" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["train", "Goal-v0", "--env-kwargs", "[1]"])
