@@ -44,6 +44,13 @@ class TrainResult:
         return float(np.mean(returns)) if returns else math.nan
 
 
+def _adam(params, lr: float) -> torch.optim.Adam:
+    try:  # the fused kernel is 2-3x faster on small networks; older torch lacks it on CPU
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except RuntimeError:
+        return torch.optim.Adam(params, lr=lr, foreach=True)
+
+
 def _tensors(arrays, device):
     return [torch.as_tensor(a, device=device) for a in arrays]
 
@@ -63,8 +70,7 @@ class Trainer:
         self.actor = Actor(*args).to(self.device)
         self.critic = Critic(*args).to(self.device)
         self.params = list(self.actor.parameters()) + list(self.critic.parameters())
-        self.optimizer = torch.optim.Adam(self.params, lr=config.hyperparameters.learning_rate,
-                                          foreach=True)
+        self.optimizer = _adam(self.params, config.hyperparameters.learning_rate)
         self.generator = torch.Generator(self.device).manual_seed(config.seed)
         self.run_dir = Path(run_dir) if run_dir else None
         self.progress = progress
