@@ -172,7 +172,9 @@ def test_unknown_preset_lists_bundled_ones():
 def test_cli_train_and_eval(tmp_path, capsys):
     run = tmp_path / "run"
     code = main(["train", "groupenvs/Goal-v0", "--config", "goal", "--run-dir", str(run),
-                 "--max-steps", "2000", "--no-progress", "--set", "summary_freq=500"])
+                 "--max-steps", "2000", "--no-progress", "--set", "summary_freq=500",
+                 "--set", "hyperparameters.buffer_size=512", "--set",
+                 "hyperparameters.batch_size=256"])
     assert code == 0
     out = capsys.readouterr().out
     assert "agent-steps/s" in out and "mean group return" in out
