@@ -93,7 +93,9 @@ def env_keys(seed: int, num_envs: int) -> np.ndarray:
 
 def hash_bits(keys: np.ndarray, episode: np.ndarray, step: np.ndarray | int) -> np.ndarray:
     """uint64 [len(keys)] of random bits, a pure function of (env key, episode, step)."""
-    when = (np.asarray(episode, dtype=np.uint64) << np.uint64(32)) + np.uint64(1) * step
+    when = np.asarray(episode, dtype=np.uint64) << np.uint64(32)
+    if not isinstance(step, int) or step:
+        when = when + np.asarray(step, dtype=np.uint64)
     return _splitmix64(keys ^ when)
 
 

@@ -105,7 +105,6 @@ class GoalGroup(GroupEnv):
         self.D = D
         self.pos = np.zeros((E, A, D), dtype=np.float32)
         self.goal = np.ones((E, A), dtype=np.float32)
-        self.outcome = np.zeros((E, A), dtype=np.float32)  # set when an agent finishes
         # The observation is kept as state, [E, A, obs_size (+ 2 scoreboard columns)], so that
         # observing is one contiguous copy; the scoreboard changes only when agents finish.
         self.obs = np.zeros((E, A, vec_size), dtype=np.float32)
@@ -126,7 +125,6 @@ class GoalGroup(GroupEnv):
         bit = (self.random_bits(idx)[:, None] >> self._goal_bit) & np.uint64(1)  # [n, A]
         self.goal[idx] = 1.0 - 2.0 * bit
         self.pos[idx] = 0.0
-        self.outcome[idx] = 0.0
         self.obs[idx] = 0.0
         self.obs[idx, :, :self.obs_size] = self.goal[idx, :, None]
         self.alive[idx] = True
@@ -151,11 +149,13 @@ class GoalGroup(GroupEnv):
             return step_cost, np.zeros(self.num_envs, np.float32), done_now
         side = np.sign(self.pos[:, :, 0]) if self.D == 1 else np.sign(self.pos) @ self._mean_d
         outcome_now = side * self.goal  # [E, A]: 1 when every coordinate is on the goal side
-        np.copyto(self.outcome, outcome_now, where=done_now)
-        group_end = agent_any(done_now) & ~agent_any(self.alive)  # [E]: the last agent finished
+        # Every env had an agent acting (ended groups restart at once), so a group with nobody
+        # left has just seen its last agent finish.
+        group_end = ~agent_any(self.alive)
         if self.reward_mode == "group":
             done_f = done_now.astype(np.float32)
-            board_inc = done_f @ self._board_from_done + (done_f * outcome_now) @ self._board_from_outcome
+            board_inc = (done_f @ self._board_from_done
+                         + (done_f * outcome_now) @ self._board_from_outcome)
             self.obs += board_inc.reshape(self.obs.shape)
             board = self.obs[:, 0, self.obs_size:]
             group_reward = group_end * (board[:, 0] - board[:, 1])  # = mean outcome

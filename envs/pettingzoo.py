@@ -76,39 +76,48 @@ class GroupParallelEnv(ParallelEnv):
         if not self.agents:
             raise RuntimeError("the episode is over (no agents left): call reset()")
         alive = self.core.alive[0].copy()  # slots acting on this step
-        unknown = sorted(set(actions) - set(self.agents))
-        missing = [a for a in self.agents if alive[self._slot[a]] and a not in actions]
-        if unknown or missing:
-            raise ValueError(f"actions must cover exactly the acting agents {self.agents}; "
-                             f"missing {missing}, not acting {unknown}")
-        slots = {self._slot[a]: act for a, act in actions.items() if alive[self._slot[a]]}
-        step = self.core.step(agent_to_core(self.spec, slots))
-        ended = step.group_done[0]
+        acting = [a for a in self.agents if alive[self._slot[a]]]
+        if actions.keys() != set(acting) and (
+                actions.keys() - set(self.agents) or set(acting) - actions.keys()):
+            raise ValueError(f"actions must cover exactly the acting agents {acting}; missing "
+                             f"{sorted(set(acting) - actions.keys())}, not acting "
+                             f"{sorted(actions.keys() - set(self.agents))}")
+        slots = [self._slot[a] for a in acting]
+        step = self.core.step(agent_to_core(self.spec, slots, [actions[a] for a in acting]))
+        ended = bool(step.group_done[0])
         view = step.final_obs if ended else step.obs
-        obs, rewards, terms, truncs, infos = {}, {}, {}, {}, {}
+        rows = [part[0].copy() for part in view]  # fresh arrays: agents get views of them
+        individual, group = step.reward[0].tolist(), float(step.group_reward[0])
+        if self.death_mode == "absorb":
+            truncated = bool(step.group_truncated[0])
+            terms = dict.fromkeys(self.agents, ended and not truncated)
+            truncs = dict.fromkeys(self.agents, truncated)
+        else:
+            terms = dict(zip(self.agents, step.terminated[0, self._slots()].tolist()))
+            truncs = dict(zip(self.agents, step.truncated[0, self._slots()].tolist()))
+        obs, rewards, infos = {}, {}, {}
         for a in self.agents:
             i = self._slot[a]
-            acted = alive[i]
-            if acted:
-                obs[a] = self._agent_obs(view, i)
-                rewards[a] = float(step.reward[0, i] + step.group_reward[0])
+            if alive[i]:
+                obs[a] = rows[0][i] if len(rows) == 1 else {
+                    o.name: r[i] for o, r in zip(self.spec.obs, rows)}
+                rewards[a] = individual[i] + group
+                infos[a] = {"individual_reward": individual[i], "group_reward": group}
+                if step.action_mask is not None:
+                    infos[a]["action_mask"] = step.action_mask[0, i].astype(np.int8)
             else:  # absorbed: ended earlier, kept in `agents` until the group ends
                 obs[a] = self._zero_obs()
                 rewards[a] = 0.0
-            if self.death_mode == "absorb":
-                terms[a] = bool(ended and not step.group_truncated[0])
-                truncs[a] = bool(step.group_truncated[0])
-            else:
-                terms[a] = bool(step.terminated[0, i])
-                truncs[a] = bool(step.truncated[0, i])
-            infos[a] = self._info(step, i) if acted else {"individual_reward": 0.0,
-                                                          "group_reward": 0.0}
+                infos[a] = {"individual_reward": 0.0, "group_reward": 0.0}
         if ended:
             self.agents = []
         elif self.death_mode == "remove":
             self.agents = [a for a in self.agents if step.alive[0, self._slot[a]]]
         self._last = (view, step.alive[0] if not ended else alive & ~(step.terminated[0]))
         return obs, rewards, terms, truncs, infos
+
+    def _slots(self):
+        return [self._slot[a] for a in self.agents]
 
     def state(self) -> np.ndarray:
         """All slots' observations (zeros for slots not acting) and the alive mask, flattened."""

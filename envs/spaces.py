@@ -69,32 +69,41 @@ def joint_to_core(spec: GroupSpec, action, num_envs: int) -> dict:
     return {key: np.asarray(action)}
 
 
-def agent_to_core(spec: GroupSpec, actions: dict[int, object]) -> dict:
-    """Per-slot actions {slot: agent-space action} -> the core's action dict for one env."""
+def agent_to_core(spec: GroupSpec, slots: list[int], actions: list) -> dict:
+    """Actions of the agents in `slots` (agent-space values) -> the core's action dict, 1 env.
+
+    Stacks them into one array per kind and checks shape and dtype once; only when that fails
+    does it look for the agent at fault, so the error names it.
+    """
     A, (C, branches) = spec.num_agents, spec.action_sizes
     out = {}
-    if C:
-        out["continuous"] = np.zeros((1, A, C), dtype=np.float32)
-    if branches:
-        out["discrete"] = np.zeros((1, A, len(branches)), dtype=np.int64)
-    for slot, act in actions.items():
-        if C and branches:
-            if not isinstance(act, dict) or set(act) != {"continuous", "discrete"}:
-                raise ValueError(f"agent_{slot}: hybrid action must be a dict with keys "
-                                 f"'continuous' and 'discrete', got {act!r}")
-            cont, disc = act["continuous"], act["discrete"]
-        else:
-            cont, disc = (act, None) if C else (None, act)
-        if cont is not None:
-            cont = np.asarray(cont)
-            if cont.shape != (C,) or cont.dtype.kind != "f":
-                raise ValueError(f"agent_{slot}: continuous action must be float of shape ({C},),"
-                                 f" got {cont.dtype} {cont.shape}")
-            out["continuous"][0, slot] = cont
-        if disc is not None:
-            disc = np.asarray(disc)
-            if disc.dtype.kind not in "iu" or disc.size != len(branches) or disc.ndim > 1:
-                raise ValueError(f"agent_{slot}: discrete action must be int with "
-                                 f"{len(branches)} entries, got {disc.dtype} {disc.shape}")
-            out["discrete"][0, slot] = disc.reshape(-1)
+    parts = []
+    if C and branches:
+        if not all(isinstance(a, dict) and a.keys() == {"continuous", "discrete"}
+                   for a in actions):
+            bad = next(s for s, a in zip(slots, actions) if not isinstance(a, dict)
+                       or a.keys() != {"continuous", "discrete"})
+            raise ValueError(f"agent_{bad}: hybrid actions must be dicts with keys "
+                             "'continuous' and 'discrete'")
+        parts = [("continuous", [a["continuous"] for a in actions], (C,), "f"),
+                 ("discrete", [a["discrete"] for a in actions], (len(branches),), "iu")]
+    elif C:
+        parts = [("continuous", actions, (C,), "f")]
+    else:
+        parts = [("discrete", actions, (len(branches),), "iu")]
+    for key, values, shape, kinds in parts:
+        dtype = np.float32 if key == "continuous" else np.int64
+        full = np.zeros((1, A) + shape, dtype=dtype)
+        if values:
+            stacked = np.asarray(values)
+            if stacked.dtype.kind not in kinds or stacked.reshape(len(values), -1).shape[1:] \
+                    != shape or stacked.ndim > 2:
+                for slot, v in zip(slots, values):
+                    v = np.asarray(v)
+                    if v.dtype.kind not in kinds or v.size != shape[0] or v.ndim > 1:
+                        raise ValueError(f"agent_{slot}: {key} action must be "
+                                         f"{'float' if kinds == 'f' else 'int'} with {shape[0]} "
+                                         f"entries, got {v.dtype} {v.shape}")
+            full[0, slots] = stacked.reshape((len(values),) + shape)
+        out[key] = full
     return out
