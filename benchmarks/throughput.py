@@ -2,9 +2,10 @@
 
     python benchmarks/throughput.py [--repeats 5] [--seconds 0.5]
 
-Measures, in one run: the native batched Goal core at several batch sizes, the PettingZoo view
-(one group), and a bare numpy update of the same shape as Goal's step (the ceiling: read actions,
-move, clamp, detect finishers, write observations, with no episode logic). Prints medians.
+Measures, in one run: the native batched Goal core at several batch sizes, the visual (one
+20x20 image) and entity-list variants, the PettingZoo view (one group), and a bare numpy update
+of the same shape as Goal's step (the ceiling: read actions, move, clamp, detect finishers,
+write observations, with no episode logic). Prints medians.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def main() -> None:
         pairs = [(core_rate("Goal-v0", E, s), ceiling_rate(E, 2, s)) for _ in range(r)]
         native, ceiling = (statistics.median(x) for x in zip(*pairs))
         rows.append((f"Goal-v0 native E={E}", native, ceiling))
+    for task, E in (("GoalVisual-v0", 256), ("GoalEntities-v0", 1024)):
+        rows.append((f"{task} native E={E}", _median(lambda: core_rate(task, E, s), r), None))
     rows.append(("Goal-v0 PettingZoo view", _median(lambda: pettingzoo_rate("Goal-v0", s), r), None))
     print(f"{'case':34s} {'agent-steps/s':>15s} {'ceiling':>15s} {'of ceiling':>10s}")
     for name, rate, ceiling in rows:

@@ -15,9 +15,12 @@ import pettingzoo
 from envs.core import GroupEnv, GroupSpec, GroupStep, ObsSpec, check_kwargs
 from envs.goal import GoalGroup
 
-# Gymnasium name -> (class, arguments that define the variant)
+# Gymnasium name -> (class, the variant's default arguments)
 TASKS: dict[str, tuple[type[GroupEnv], dict]] = {
     "Goal-v0": (GoalGroup, {}),
+    "GoalMemory-v0": (GoalGroup, {"show_steps": 3}),
+    "GoalVisual-v0": (GoalGroup, {"num_visual": 1}),
+    "GoalEntities-v0": (GoalGroup, {"num_entity_lists": 1}),
 }
 
 __all__ = ["TASKS", "GroupEnv", "GroupSpec", "GroupStep", "ObsSpec", "make_group",
@@ -35,10 +38,7 @@ def make_group(task: str, num_envs: int = 1, **kwargs) -> GroupEnv:
     """The batched core of `task` ("Goal-v0" or "groupenvs/Goal-v0") stepping `num_envs` groups."""
     cls, variant = _task(task)
     check_kwargs(cls, kwargs)
-    fixed = sorted(set(kwargs) & set(variant))
-    if fixed:
-        raise TypeError(f"{task} fixes {fixed}; pick the matching task instead")
-    return cls(num_envs=num_envs, **variant, **kwargs)
+    return cls(num_envs=num_envs, **{**variant, **kwargs})
 
 
 def pettingzoo_id(task: str) -> str:
@@ -57,6 +57,9 @@ def _register() -> None:
         pz_id = pettingzoo_id(name)
         if pz_id not in pettingzoo.parallel_registry:
             pettingzoo.register("parallel", pz_id, entry_point="envs.pettingzoo:GroupParallelEnv",
+                                kwargs={"task": name})
+        if pz_id not in pettingzoo.aec_registry:
+            pettingzoo.register("aec", pz_id, entry_point="envs.pettingzoo:aec_env",
                                 kwargs={"task": name})
 
 

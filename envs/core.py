@@ -164,6 +164,7 @@ class GroupEnv:
         self.env_ids = np.arange(E)
         self._seed: int | None = None
         self._closed = False
+        self.record_final = False  # set by rendering views: keep ended episodes' last state
         self._action_keys = {k for k, n in (("continuous", spec.continuous_size),
                                             ("discrete", len(spec.discrete_branches))) if n}
         self._min_branch = min(spec.discrete_branches, default=0)
@@ -190,8 +191,8 @@ class GroupEnv:
         else:
             self.episode += 1
         self._keys = env_keys(self._seed, self.num_envs)
-        self._restart_clock(self.env_ids)
         self._reset_envs(self.env_ids)
+        self._restart_clock(self.env_ids)
         E, A = self.num_envs, self.max_agents
         obs = self._observe()
         no = np.zeros((E, A), dtype=bool)
@@ -223,8 +224,8 @@ class GroupEnv:
             idx = np.flatnonzero(group_done)
             self.alive[idx] = False
             self.episode[idx] += 1
+            self._reset_envs(idx)  # self.t[idx] still counts the ended episode's steps here
             self._restart_clock(idx)
-            self._reset_envs(idx)
             obs = tuple(o.copy() for o in final_obs)
             for o, rows in zip(obs, self._observe(idx)):
                 o[idx] = rows
@@ -305,3 +306,7 @@ class GroupEnv:
 
     def _action_mask(self) -> np.ndarray | None:
         return None
+
+    def frame(self, env: int, group_return: float, final: bool = False):
+        """(size, draw) to render env `env` (its last ended episode with `final`); see render.py."""
+        raise NotImplementedError(f"{type(self).__name__} has no rendering")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from envs import render
 from envs.core import GroupEnv, GroupSpec, ObsSpec, agent_any, agent_sum, check_choice, check_int
 
 TIME_PENALTY = 0.01
@@ -33,11 +34,24 @@ class GoalGroup(GroupEnv):
     `+step_size` (1) or `-step_size` (0). Coordinates are clamped to [-1, 1].
 
     ## Observation Space
-    One float32 vector per agent: `obs_size` copies of its goal; in `"group"` reward mode followed
-    by the group scoreboard, the fractions of the group that finished on the goal side and on the
-    wrong side so far (partial credit when only some coordinates are on the goal side). The
-    scoreboard is what lets a learner credit an agent that already left: its outcome stays visible
-    to the agents that remain.
+    A tuple of components per agent, in this order (each can be switched on or off, so every
+    combination of ML-Agents' test environments can be built):
+    - `vector` (`num_vector=1`), float32 `(obs_size [+ 2],)`: `obs_size` copies of its goal; in
+      `"group"` reward mode followed by the group scoreboard, the fractions of the group that
+      finished on the goal side and on the wrong side so far (partial credit when only some
+      coordinates are on the goal side). The scoreboard is what lets a learner credit an agent
+      that already left: its outcome stays visible to the agents that remain, so group mode
+      needs the vector.
+    - `image_0`, `image_1` (`num_visual` of them), uint8 `visual_size` (H, W, C): black, with a
+      bright square at a random place (new each step) inside the left half for goal -1 and the
+      right half for +1. No single pixel gives the goal away; the image as a whole does.
+    - `entities_0`, `entities_1` (`num_entity_lists` of them), float32 `(max_entities,
+      entity_size)`: each step a random number (1..max_entities) of rows is present, at the
+      front; every present row is filled with the goal, absent rows are all zero (that is how a
+      learner tells them apart: a present row is never all zero).
+    With `show_steps` (the memory variant), the goal is shown only in the first `show_steps`
+    observations of an episode; after that the goal entries are 0 and images are blank, so the
+    task needs memory. Entity lists always show the goal, so they do not combine with it.
 
     ## Rewards
     The outcome of a finished agent is `mean_d(pos_d * g)` (1: every coordinate on the goal side).
@@ -71,6 +85,13 @@ class GoalGroup(GroupEnv):
     | `reward_mode` | "group" | "group" or "mlagents" |
     | `shared_goal` | False | one goal per group instead of one per agent |
     | `max_steps` | 100 | steps before the group is truncated |
+    | `num_vector` | 1 | 0 or 1 vector observations |
+    | `num_visual` | 0 | 0-2 image observations (GoalVisual-v0: 1) |
+    | `visual_size` | (20, 20, 3) | image height, width, channels (1 or 3) |
+    | `num_entity_lists` | 0 | 0-2 variable-length observations (GoalEntities-v0: 1) |
+    | `max_entities` | 10 | rows of an entity list |
+    | `entity_size` | 5 | columns of an entity list |
+    | `show_steps` | None | goal shown in only this many first observations (GoalMemory-v0: 3) |
 
     ## Version History
     - v0: initial release.
@@ -78,7 +99,9 @@ class GoalGroup(GroupEnv):
 
     def __init__(self, num_envs: int = 1, num_agents: int = 2, action_sizes=(0, 1),
                  step_size: float = 0.2, obs_size: int = 1, reward_mode: str = "group",
-                 shared_goal: bool = False, max_steps: int = 100):
+                 shared_goal: bool = False, max_steps: int = 100, num_vector: int = 1,
+                 num_visual: int = 0, visual_size=(20, 20, 3), num_entity_lists: int = 0,
+                 max_entities: int = 10, entity_size: int = 5, show_steps: int | None = None):
         A = check_int("num_agents", num_agents, 1, 64)
         if (not isinstance(action_sizes, (tuple, list)) or len(action_sizes) != 2
                 or any(isinstance(s, bool) or not isinstance(s, (int, np.integer)) or s < 0
@@ -97,7 +120,36 @@ class GoalGroup(GroupEnv):
         self.reward_mode = reward_mode
         self.shared_goal = bool(shared_goal)
         vec_size = obs_size + (2 if reward_mode == "group" else 0)
-        spec = GroupSpec(num_agents=A, obs=(ObsSpec("vector", "vector", (vec_size,)),),
+        self.num_vector = check_int("num_vector", num_vector, 0, 1)
+        self.num_visual = check_int("num_visual", num_visual, 0, 2)
+        self.num_entity_lists = check_int("num_entity_lists", num_entity_lists, 0, 2)
+        if self.num_vector + self.num_visual + self.num_entity_lists == 0:
+            raise ValueError("Goal needs at least one observation: set num_vector, num_visual or "
+                             "num_entity_lists")
+        if reward_mode == "group" and not self.num_vector:
+            raise ValueError('reward_mode="group" needs num_vector=1: the vector carries the '
+                             "group scoreboard that shows what agents who left achieved")
+        if (not isinstance(visual_size, (tuple, list)) or len(visual_size) != 3
+                or visual_size[2] not in (1, 3) or min(visual_size[:2]) < 4
+                or any(isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                       for v in visual_size)):
+            raise ValueError("visual_size must be (height, width, channels) with height and "
+                             f"width >= 4 and 1 or 3 channels, got {visual_size!r}")
+        self.visual_size = tuple(int(v) for v in visual_size)
+        self.max_entities = check_int("max_entities", max_entities, 1)
+        self.entity_size = check_int("entity_size", entity_size, 1)
+        if show_steps is not None:
+            show_steps = check_int("show_steps", show_steps, 1)
+            if self.num_entity_lists:
+                raise ValueError("show_steps (memory) does not combine with entity lists: their "
+                                 "rows always carry the goal")
+        self.show_steps = show_steps
+        components = [ObsSpec("vector", "vector", (vec_size,))] if self.num_vector else []
+        components += [ObsSpec(f"image_{i}", "image", self.visual_size, 0.0, 255.0)
+                       for i in range(self.num_visual)]
+        components += [ObsSpec(f"entities_{i}", "entities", (self.max_entities, self.entity_size))
+                       for i in range(self.num_entity_lists)]
+        spec = GroupSpec(num_agents=A, obs=tuple(components),
                          continuous_size=self.C, discrete_branches=(2,) * self.B,
                          max_steps=check_int("max_steps", max_steps, 1))
         super().__init__(spec, num_envs)
@@ -120,8 +172,12 @@ class GoalGroup(GroupEnv):
         cols[1, obs_size:] = [0.5 / A, -0.5 / A]  # from `done * outcome`
         self._board_from_done = np.tile(cols[0], (A, A))
         self._board_from_outcome = np.tile(cols[1], (A, A))
+        self._final = {}  # env -> (pos, goal, t) of its last ended episode, for rendering
 
     def _reset_envs(self, idx):
+        if self.record_final:  # a rendering view wants the ended episode's last frame
+            self._final.update({e: (self.pos[e].copy(), self.goal[e].copy(), int(self.t[e]))
+                                for e in idx.tolist()})
         bit = (self.random_bits(idx)[:, None] >> self._goal_bit) & np.uint64(1)  # [n, A]
         self.goal[idx] = 1.0 - 2.0 * bit
         self.pos[idx] = 0.0
@@ -173,7 +229,77 @@ class GoalGroup(GroupEnv):
         return self.max_agents - 1 - np.argmax(mask[:, ::-1], axis=1)
 
     def _observe(self, rows=slice(None)):
-        return (self.obs[rows].copy(),)
+        if self.show_steps is None and not (self.num_visual or self.num_entity_lists):
+            return (self.obs[rows].copy(),)  # plain Goal: one contiguous copy
+        ids = self.env_ids[rows]
+        t = self.t[ids]
+        goal = self.goal[ids]  # [n, A]
+        parts = []
+        if self.show_steps is not None:
+            hidden = t >= self.show_steps
+            goal = np.where(hidden[:, None], np.float32(0), goal)
+        if self.num_vector:
+            vec = self.obs[rows].copy()
+            if self.show_steps is not None:
+                vec[:, :, :self.obs_size] = goal[:, :, None]
+            parts.append(vec)
+        parts += [self._image(ids, t, goal, i) for i in range(self.num_visual)]
+        parts += [self._entities(ids, t, goal, i) for i in range(self.num_entity_lists)]
+        return tuple(parts)
+
+    def _image(self, ids, t, goal, which):
+        """uint8 [n, A, H, W, C]: a bright square in the goal's half, at a random place."""
+        H, W, C = self.visual_size
+        side = max(1, min(H, W) // 6)
+        u = self.uniform(ids, 2 * self.max_agents, step=t * 8 + which).reshape(len(ids), -1, 2)
+        top = (u[..., 0] * (H - side + 1)).astype(np.int64)  # [n, A]
+        left = (u[..., 1] * (W // 2 - side + 1)).astype(np.int64) + (goal > 0) * (W - W // 2)
+        rows = np.arange(H) - top[..., None]  # [n, A, H]
+        cols = np.arange(W) - left[..., None]
+        lit = ((rows >= 0) & (rows < side))[..., :, None] & ((cols >= 0) & (cols < side))[
+            ..., None, :] & (goal != 0)[..., None, None]  # [n, A, H, W]
+        return np.repeat((lit * np.uint8(255))[..., None], C, axis=-1)
+
+    def _entities(self, ids, t, goal, which):
+        """float32 [n, A, max_entities, entity_size]: the first k rows hold the goal."""
+        u = self.uniform(ids, self.max_agents, step=t * 8 + 2 + which)
+        count = 1 + (u * self.max_entities).astype(np.int64)  # [n, A] in 1..max_entities
+        present = np.arange(self.max_entities) < count[..., None]  # [n, A, max_entities]
+        rows = np.where(present, goal[..., None], np.float32(0))
+        return np.repeat(rows[..., None], self.entity_size, axis=-1)
+
+
+    # -- rendering --
+    def frame(self, env: int, group_return: float, final: bool = False):
+        pos, goal, t = (self._final[env] if final else
+                        (self.pos[env].copy(), self.goal[env].copy(), int(self.t[env])))
+        A, D = pos.shape
+        lane = max(6, min(36, 420 // (A * D)))
+        width, height, top = 480, 56 + A * D * lane + 10, 56
+        x0, x1 = 90, width - 30
+
+        def x_of(p):
+            return int(x0 + (p + 1) / 2 * (x1 - x0))
+
+        def draw(pygame, surface):
+            render.text(pygame, surface, f"step {t}   group return {group_return:+.2f}", (10, 12),
+                        26)
+            for a in range(A):
+                finished = bool((np.abs(pos[a]) >= _EDGE).all())
+                outcome = float(np.sign(pos[a]).mean() * goal[a])
+                color = (render.ACTING if not finished else render.SUCCESS if outcome >= 1
+                         else render.FAILURE if outcome <= -1 else render.PARTIAL)
+                for d in range(D):
+                    y = top + (a * D + d) * lane + lane // 2
+                    pygame.draw.line(surface, render.TRACK, (x0, y), (x1, y), 2)
+                    goal_x = x1 if goal[a] > 0 else x0
+                    pygame.draw.rect(surface, render.SUCCESS,
+                                     (goal_x - 3, y - lane // 3, 6, 2 * (lane // 3) + 1))
+                    pygame.draw.circle(surface, color, (x_of(pos[a, d]), y), max(2, lane // 3))
+                if lane >= 12:
+                    render.text(pygame, surface, f"agent_{a}", (8, top + a * D * lane + 2), 18)
+
+        return (width, height), draw
 
 
 def _all_coords(on_edge: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 import envs
+from envs.render import RENDER_MODES, EpisodeRenderer, check_render_mode
 from envs.spaces import joint_action_space, joint_observation_space, joint_to_core
 
 
@@ -27,14 +28,13 @@ def _joint_obs(spec, view, alive, row):
 class GroupGymEnv(gymnasium.Env):
     """Joint control of one group of a registered task (see the task's own docstring)."""
 
-    metadata = {"render_modes": [], "render_fps": 10}
+    metadata = {"render_modes": list(RENDER_MODES), "render_fps": 10}
 
     def __init__(self, task: str = "Goal-v0", render_mode=None, **kwargs):
-        if render_mode is not None:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None,"
-                             f" got {render_mode!r}")
+        check_render_mode(render_mode)
         self.core = envs.make_group(task, num_envs=1, **kwargs)
         self.render_mode = render_mode
+        self._render = EpisodeRenderer(self.core, render_mode, self.metadata["render_fps"])
         self.observation_space = joint_observation_space(self.core.spec)
         self.action_space = joint_action_space(self.core.spec)
         self._over = True
@@ -43,6 +43,7 @@ class GroupGymEnv(gymnasium.Env):
         super().reset(seed=seed)
         step = self.core.reset(seed=seed)
         self._over = False
+        self._render.start()
         return _joint_obs(self.core.spec, step.obs, step.alive, 0), self._info(step)
 
     def step(self, action):
@@ -55,9 +56,14 @@ class GroupGymEnv(gymnasium.Env):
         alive = self.core.alive if not ended else step.truncated
         obs = _joint_obs(self.core.spec, step.final_obs, alive, 0)
         reward = float(step.group_reward[0] + step.reward[0].sum())
+        self._render.step(step)
         return obs, reward, ended and not truncated, truncated, self._info(step)
 
+    def render(self):
+        return self._render.render()
+
     def close(self):
+        self._render.close()
         self.core.close()
 
     @staticmethod
@@ -83,8 +89,8 @@ class GroupVectorEnv(VectorEnv):
 
     def __init__(self, task: str = "Goal-v0", num_envs: int = 1, render_mode=None, **kwargs):
         if render_mode is not None:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None,"
-                             f" got {render_mode!r}")
+            raise ValueError("the batched VectorEnv does not render; render one group with "
+                             "gymnasium.make(..., render_mode=...)")
         self.core = envs.make_group(task, num_envs=num_envs, **kwargs)
         self.num_envs = self.core.num_envs
         self.render_mode = render_mode

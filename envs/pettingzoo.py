@@ -16,6 +16,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 import envs
+from envs.render import RENDER_MODES, EpisodeRenderer, check_render_mode
 from envs.spaces import agent_action_space, agent_observation_space, agent_to_core
 
 DEATH_MODES = ("remove", "absorb")
@@ -28,17 +29,16 @@ class GroupParallelEnv(ParallelEnv):
     >>> env = pettingzoo.make("parallel", "groupenvs/goal-v0", num_agents=3)
     """
 
-    metadata = {"name": "groupenvs", "render_modes": [], "render_fps": 10,
+    metadata = {"name": "groupenvs", "render_modes": list(RENDER_MODES), "render_fps": 10,
                 "is_parallelizable": True}
 
     def __init__(self, task: str = "Goal-v0", death_mode: str = "remove", render_mode=None,
                  **kwargs):
         if death_mode not in DEATH_MODES:
             raise ValueError(f"death_mode must be one of {list(DEATH_MODES)}, got {death_mode!r}")
-        if render_mode is not None:
-            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None,"
-                             f" got {render_mode!r}")
+        check_render_mode(render_mode)
         self.core = envs.make_group(task, num_envs=1, **kwargs)
+        self._render = EpisodeRenderer(self.core, render_mode, self.metadata["render_fps"])
         self.spec = self.core.spec
         self.death_mode = death_mode
         self.render_mode = render_mode
@@ -70,6 +70,7 @@ class GroupParallelEnv(ParallelEnv):
         self.agents = [a for a in self.possible_agents if step.alive[0, self._slot[a]]]
         obs = {a: self._agent_obs(step.obs, self._slot[a]) for a in self.agents}
         infos = {a: self._info(step, self._slot[a]) for a in self.agents}
+        self._render.start()
         return obs, infos
 
     def step(self, actions):
@@ -114,7 +115,12 @@ class GroupParallelEnv(ParallelEnv):
         elif self.death_mode == "remove":
             self.agents = [a for a in self.agents if step.alive[0, self._slot[a]]]
         self._last = (view, step.alive[0] if not ended else alive & ~(step.terminated[0]))
+        self._render.step(step)
         return obs, rewards, terms, truncs, infos
+
+    def render(self):
+        """An (H, W, 3) uint8 frame with render_mode="rgb_array"; draws the window with "human"."""
+        return self._render.render()
 
     def _slots(self):
         return [self._slot[a] for a in self.agents]
@@ -129,6 +135,7 @@ class GroupParallelEnv(ParallelEnv):
         return np.concatenate(parts + [alive[:, None].astype(np.float32)], axis=1).reshape(-1)
 
     def close(self):
+        self._render.close()
         self.core.close()
 
     def _agent_obs(self, view, i):
@@ -148,3 +155,10 @@ class GroupParallelEnv(ParallelEnv):
         if step.action_mask is not None:
             info["action_mask"] = step.action_mask[0, i].astype(np.int8)
         return info
+
+
+def aec_env(task: str = "Goal-v0", **kwargs):
+    """The AEC (turn-based) form of the same group, for tools that need one."""
+    from pettingzoo.utils.conversions import parallel_to_aec
+
+    return parallel_to_aec(GroupParallelEnv(task, **kwargs))

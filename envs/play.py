@@ -1,37 +1,76 @@
-"""Play a registered task with a random policy and print each episode's group return.
+"""Play a registered task with a random policy (or the keyboard) and print each group return.
 
-    python -m envs.play Goal-v0 --episodes 5 --seed 0
+    python -m envs.play Goal-v0 --episodes 5 --render human
+    python -m envs.play GoalVisual-v0 --render rgb_array --save frames/
+    python -m envs.play Goal-v0 --keyboard       # left/right arrows steer agent_0
+
+With `--keyboard` (needs `--render human`), the arrow keys move agent_0 (left: -, right: +,
+nothing pressed: a random move); every other agent acts at random.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import numpy as np
 
 import envs
 
 
-def play(task: str, episodes: int, seed: int, env_kwargs: dict) -> list[float]:
-    """Random actions in the PettingZoo view; returns the group return of each episode."""
+def _keyboard_action(space):
+    import pygame
+
+    pygame.event.pump()
+    keys = pygame.key.get_pressed()
+    direction = 1 if keys[pygame.K_RIGHT] else 0 if keys[pygame.K_LEFT] else None
+    action = space.sample()
+    if direction is None:
+        return action
+    if isinstance(action, dict):
+        return {"continuous": np.full_like(action["continuous"], 2 * direction - 1),
+                "discrete": np.full_like(np.asarray(action["discrete"]), direction)}
+    if np.asarray(action).dtype.kind == "f":
+        return np.full_like(action, 2 * direction - 1)
+    return np.full_like(np.asarray(action), direction)
+
+
+def play(task: str, episodes: int, seed: int, env_kwargs: dict, render: str | None = None,
+         save: Path | None = None, keyboard: bool = False) -> list[float]:
+    """Play in the PettingZoo view; returns the group return of each episode."""
     from envs.pettingzoo import GroupParallelEnv
 
-    env = GroupParallelEnv(task, **env_kwargs)
-    returns = []
+    if keyboard and render != "human":
+        raise SystemExit("--keyboard needs --render human")
+    env = GroupParallelEnv(task, render_mode=render, **env_kwargs)
+    returns, frame = [], 0
     for episode in range(episodes):
         env.reset(seed=seed + episode)
-        for agent in env.possible_agents:
-            env.action_space(agent).seed(seed + episode)
+        for i, agent in enumerate(env.possible_agents):
+            env.action_space(agent).seed(seed + 1000 * episode + i)
         group_return, steps = 0.0, 0
         while env.agents:
-            _, _, _, _, infos = env.step({a: env.action_space(a).sample() for a in env.agents})
+            actions = {a: env.action_space(a).sample() for a in env.agents}
+            if keyboard and "agent_0" in actions:
+                actions["agent_0"] = _keyboard_action(env.action_space("agent_0"))
+            _, _, _, _, infos = env.step(actions)
             group_return += next(iter(infos.values()))["group_reward"]
             steps += 1
+            if render == "rgb_array" and save is not None:
+                _save_png(env.render(), save / f"frame_{frame:06d}.png")
+                frame += 1
         returns.append(group_return)
         print(f"episode {episode}: group return {group_return:+.3f} in {steps} steps")
     env.close()
     return returns
+
+
+def _save_png(image: np.ndarray, path: Path) -> None:
+    import pygame
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pygame.image.save(pygame.surfarray.make_surface(np.transpose(image, (1, 0, 2))), str(path))
 
 
 def main(argv=None) -> None:
@@ -41,8 +80,14 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--env-kwargs", type=json.loads, default={},
                         help='task arguments as JSON, e.g. \'{"num_agents": 3}\'')
+    parser.add_argument("--render", choices=["human", "rgb_array"])
+    parser.add_argument("--save", type=Path, help="with --render rgb_array: write PNG frames here")
+    parser.add_argument("--keyboard", action="store_true", help="steer agent_0 with the arrows")
     args = parser.parse_args(argv)
-    returns = play(args.task, args.episodes, args.seed, args.env_kwargs)
+    if args.save is not None and args.render != "rgb_array":
+        parser.error("--save needs --render rgb_array")
+    returns = play(args.task, args.episodes, args.seed, args.env_kwargs, args.render, args.save,
+                   args.keyboard)
     print(f"mean group return {np.mean(returns):+.3f} over {len(returns)} episodes")
 
 

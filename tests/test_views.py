@@ -185,6 +185,10 @@ def test_gymnasium_bad_arguments():
     with pytest.raises(TypeError, match="valid"):
         gymnasium.make("groupenvs/Goal-v0", agents=2)
     with pytest.raises(ValueError, match="render_mode"):
-        envs.gymnasium.GroupGymEnv(render_mode="human")
+        envs.gymnasium.GroupGymEnv(render_mode="ansi")
     with pytest.raises(ValueError, match="death_mode"):
         GroupParallelEnv(death_mode="zombie")
+
+
+def test_aec_form_passes_pettingzoo_api_test():
+    pzt.api_test(pettingzoo.make("aec", "groupenvs/goal-v0", num_agents=3), num_cycles=200)

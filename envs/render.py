@@ -1,0 +1,104 @@
+"""pygame drawing shared by tasks: an off-screen frame, or a window opened on the first render().
+
+pygame is imported lazily, so stepping never pays for it; `render_mode=None` costs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+RENDER_MODES = ("human", "rgb_array")
+BACKGROUND = (24, 26, 32)
+TEXT = (230, 230, 230)
+TRACK = (90, 95, 110)
+ACTING = (80, 160, 255)
+SUCCESS = (70, 200, 110)
+FAILURE = (230, 80, 70)
+PARTIAL = (240, 170, 60)
+
+
+def check_render_mode(mode) -> None:
+    if mode is not None and mode not in RENDER_MODES:
+        raise ValueError(f"render_mode must be one of {list(RENDER_MODES)} or None, got {mode!r}")
+
+
+class Renderer:
+    """Draws frames of `size` (width, height) with `draw(pygame, surface)`."""
+
+    def __init__(self, mode: str, fps: int):
+        check_render_mode(mode)
+        self.mode, self.fps = mode, fps
+        self.window = self.clock = None
+
+    def render(self, draw, size: tuple[int, int]) -> np.ndarray | None:
+        os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+        import pygame
+
+        if not pygame.font.get_init():
+            pygame.font.init()
+        surface = pygame.Surface(size)
+        surface.fill(BACKGROUND)
+        draw(pygame, surface)
+        if self.mode == "rgb_array":
+            return np.transpose(pygame.surfarray.array3d(surface), (1, 0, 2)).copy()
+        if self.window is None or self.window.get_size() != size:
+            pygame.display.init()
+            self.window = pygame.display.set_mode(size)
+            pygame.display.set_caption("groupenvs")
+            self.clock = pygame.time.Clock()
+        self.window.blit(surface, (0, 0))
+        pygame.event.pump()
+        pygame.display.flip()
+        self.clock.tick(self.fps)
+        return None
+
+    def close(self) -> None:
+        if self.window is not None:
+            import pygame
+
+            pygame.display.quit()
+            self.window = None
+
+
+def text(pygame, surface, message: str, pos: tuple[int, int], size: int = 16) -> None:
+    font = pygame.font.Font(None, size)
+    surface.blit(font.render(message, True, TEXT), pos)
+
+
+class EpisodeRenderer:
+    """Rendering for a view of one group: tracks its return and draws the task's frame."""
+
+    def __init__(self, core, mode: str | None, fps: int):
+        check_render_mode(mode)
+        self.core, self.mode = core, mode
+        self.renderer = Renderer(mode, fps) if mode else None
+        if mode:
+            core.record_final = True  # keep the last frame of an episode that ends
+        self.group_return, self.ended = 0.0, False
+
+    def start(self) -> None:
+        self.group_return, self.ended = 0.0, False
+        if self.mode == "human":
+            self.render()
+
+    def step(self, step) -> None:
+        self.group_return += float(step.group_reward[0])
+        self.ended = bool(step.group_done[0])
+        if self.mode == "human":
+            self.render()
+
+    def render(self) -> np.ndarray | None:
+        if self.renderer is None:
+            import gymnasium
+
+            gymnasium.logger.warn("render() called without a render_mode; pass "
+                                  f"render_mode={list(RENDER_MODES)} when making the env")
+            return None
+        size, draw = self.core.frame(0, self.group_return, final=self.ended)
+        return self.renderer.render(draw, size)
+
+    def close(self) -> None:
+        if self.renderer is not None:
+            self.renderer.close()
