@@ -154,6 +154,11 @@ class POCAConfig:
                                        or net.memory.sequence_length <= 0):
             raise ValueError("network_settings.memory: memory_size must be even and > 0, "
                              "sequence_length > 0")
+        from poca.encoders import MIN_IMAGE_SIZE
+
+        if net.vis_encode_type not in MIN_IMAGE_SIZE:
+            raise ValueError(f"network_settings.vis_encode_type must be one of "
+                             f"{list(MIN_IMAGE_SIZE)}, got {net.vis_encode_type!r}")
         if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
 

@@ -1,4 +1,4 @@
-"""MA-POCA's networks: observation encoder, attention over a variable set, actor and critic.
+"""MA-POCA's networks: the shared actor and the critic (group value and baselines).
 
 Shapes: `N` groups (time steps x envs flattened), `A` agent slots, `present`/`alive` bool masks.
 The critic attends over the agents that are alive and nothing else, which is what lets one network
@@ -13,9 +13,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from envs.core import GroupSpec, ObsSpec
-
-NEG = -1e6  # logit for absent keys: exp underflows to exactly 0, with no NaN for empty sets
+from envs.core import GroupSpec
+from poca.attention import ResidualSelfAttention, entity_embedding
+from poca.config import NetworkSettings
+from poca.encoders import ObservationEncoder
 
 
 def mlp(in_size: int, hidden: int, layers: int) -> nn.Sequential:
@@ -27,99 +28,6 @@ def mlp(in_size: int, hidden: int, layers: int) -> nn.Sequential:
         nn.init.zeros_(lin.bias)
         mods += [lin, nn.SiLU()]
     return nn.Sequential(*mods)
-
-
-def entity_embedding(in_size: int, size: int) -> nn.Sequential:
-    """Linear + Swish with ML-Agents' small T-Fixup-style init for inputs to attention."""
-    lin = nn.Linear(in_size, size)
-    nn.init.normal_(lin.weight, std=math.sqrt(0.125 / size))
-    nn.init.zeros_(lin.bias)
-    return nn.Sequential(lin, nn.SiLU())
-
-
-class RunningNorm(nn.Module):
-    """Running mean/variance of a vector observation; normalizes and clips to [-5, 5]."""
-
-    def __init__(self, size: int):
-        super().__init__()
-        self.register_buffer("count", torch.ones(()))
-        self.register_buffer("mean", torch.zeros(size))
-        self.register_buffer("m2", torch.ones(size))
-
-    @torch.no_grad()
-    def update(self, x: Tensor) -> None:
-        """Chan et al.'s parallel update with a batch `x` [n, size]."""
-        n = x.shape[0]
-        if n == 0:
-            return
-        total = self.count + n
-        delta = x.mean(0) - self.mean
-        self.m2 += ((x - x.mean(0)) ** 2).sum(0) + delta**2 * self.count * n / total
-        self.mean += delta * n / total
-        self.count.copy_(total)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return ((x - self.mean) / torch.sqrt(self.m2 / self.count)).clamp(-5, 5)
-
-
-class ObservationEncoder(nn.Module):
-    """Every observation component of one agent -> one flat vector of `size` features."""
-
-    def __init__(self, specs: tuple[ObsSpec, ...], normalize: bool):
-        super().__init__()
-        unsupported = [o.name for o in specs if o.kind != "vector"]
-        if unsupported:
-            raise NotImplementedError(f"no encoder yet for observation components {unsupported}")
-        self.norms = nn.ModuleList(RunningNorm(o.shape[0]) if normalize else nn.Identity()
-                                   for o in specs)
-        self.size = sum(o.shape[0] for o in specs)
-
-    def forward(self, obs: list[Tensor]) -> Tensor:
-        return torch.cat([norm(o.float()) for norm, o in zip(self.norms, obs)], dim=-1)
-
-    def update_normalizers(self, obs: list[Tensor], present: Tensor) -> None:
-        for norm, o in zip(self.norms, obs):
-            if isinstance(norm, RunningNorm):
-                norm.update(o[present].float())
-
-
-class ResidualSelfAttention(nn.Module):
-    """Masked multi-head self-attention with a residual, then a masked mean over entities.
-
-    x [B, N, E], present bool [B, N] -> [B, E]. Absent entities change nothing, exactly: their
-    inputs are zeroed, their keys get weight exp(-1e6) = 0, and the mean skips them.
-    """
-
-    def __init__(self, size: int, heads: int = 4):
-        super().__init__()
-        self.size, self.heads = size, heads
-        self.qkv = nn.Linear(size, 3 * size)
-        self.out = nn.Linear(size, size)
-        for lin in (self.qkv, self.out):
-            nn.init.normal_(lin.weight, std=math.sqrt(0.125 / size))
-            nn.init.zeros_(lin.bias)
-
-    def forward(self, x: Tensor, present: Tensor) -> Tensor:
-        B, N, E = x.shape
-        keep = present.unsqueeze(-1).to(x.dtype)
-        x = F.layer_norm(x * keep, (E,))
-        y = F.layer_norm(self.out(self._attend(self.qkv(x), present)) + x, (E,))
-        return (y * keep).sum(1) / (keep.sum(1) + 1e-7)
-
-    def _attend(self, qkv: Tensor, present: Tensor) -> Tensor:
-        """[B, N, 3E] queries, keys, values -> [B, N, E]; logits scaled by sqrt(E) as ML-Agents."""
-        B, N, E3 = qkv.shape
-        E, H = E3 // 3, self.heads
-        if N <= 4:  # few entities (small groups): elementwise beats tiny batched matmuls 2x
-            q, k, v = qkv.split(E, -1)
-            logits = (q.unsqueeze(2) * k.unsqueeze(1)).view(B, N, N, H, E // H).sum(-1)
-            logits = logits.masked_fill(~present[:, None, :, None], NEG) / math.sqrt(E)
-            weights = logits.softmax(2)  # [B, query, key, head]
-            return (weights.unsqueeze(-1) * v.view(B, 1, N, H, E // H)).sum(2).reshape(B, N, E)
-        q, k, v = qkv.view(B, N, 3, H, E // H).permute(2, 0, 3, 1, 4)  # [B, H, N, E/H] each
-        logits = (q @ k.transpose(-1, -2)).masked_fill(~present[:, None, None, :], NEG)
-        weights = (logits / math.sqrt(E)).softmax(-1)
-        return (weights @ v).transpose(1, 2).reshape(B, N, E)
 
 
 class ActionDist:
@@ -163,26 +71,77 @@ class ActionDist:
         return total
 
 
-class Actor(nn.Module):
-    """The shared policy: each agent acts on its own observation only."""
+class Memory(nn.Module):
+    """An LSTM unrolled over time whose state is zeroed where an episode starts.
 
-    def __init__(self, spec: GroupSpec, hidden: int, layers: int, normalize: bool):
+    x [L, B, in], memory [B, m] (h and c side by side), starts bool [L, B] ->
+    (outputs [L, B, m / 2], memory before each step [L, B, m], memory after the last step [B, m]).
+    """
+
+    def __init__(self, in_size: int, memory_size: int):
+        super().__init__()
+        self.cell = nn.LSTMCell(in_size, memory_size // 2)
+        for name, param in self.cell.named_parameters():
+            if "weight" in name:
+                for block in param.data.chunk(4, 0):
+                    nn.init.xavier_uniform_(block)
+            else:
+                param.data.zero_()
+                param.data[memory_size // 2:memory_size] = 0.5  # forget gate (+1 over 2 biases)
+
+    def forward(self, x: Tensor, memory: Tensor, starts: Tensor):
+        h, c = memory.chunk(2, -1)
+        outputs, before = [], []
+        for t in range(x.shape[0]):
+            keep = (~starts[t]).unsqueeze(-1).to(x.dtype)
+            h, c = h * keep, c * keep
+            before.append(torch.cat([h, c], -1))
+            h, c = self.cell(x[t], (h, c))
+            outputs.append(h)
+        return torch.stack(outputs), torch.stack(before), torch.cat([h, c], -1)
+
+
+def _unroll(memory_net: Memory, x: Tensor, memory: Tensor, starts: Tensor):
+    """Run `memory_net` over x [L, *B, in] with memory [*B, m] and starts [L, *B]."""
+    L, batch = x.shape[0], x.shape[1:-1]
+    out, before, final = memory_net(x.reshape(L, -1, x.shape[-1]),
+                                    memory.reshape(-1, memory.shape[-1]), starts.reshape(L, -1))
+    return (out.reshape(L, *batch, -1), before.reshape(L, *batch, -1),
+            final.reshape(*batch, -1))
+
+
+class Actor(nn.Module):
+    """The shared policy: each agent acts on its own observation only (and its memory)."""
+
+    def __init__(self, spec: GroupSpec, net: NetworkSettings):
         super().__init__()
         C, branches = spec.action_sizes
         self.branches = branches
-        self.encoder = ObservationEncoder(spec.obs, normalize)
-        self.body = mlp(self.encoder.size, hidden, layers)
-        self.mu = nn.Linear(hidden, C) if C else None
+        hidden = net.hidden_units
+        self.encoder = ObservationEncoder(spec.obs, hidden, net.normalize, net.vis_encode_type)
+        self.body = mlp(self.encoder.size, hidden, net.num_layers)
+        self.memory = Memory(hidden, net.memory.memory_size) if net.memory else None
+        out = net.memory.memory_size // 2 if net.memory else hidden
+        self.mu = nn.Linear(out, C) if C else None
         self.log_std = nn.Parameter(torch.zeros(C)) if C else None
-        self.logits = nn.Linear(hidden, sum(branches)) if branches else None
+        self.logits = nn.Linear(out, sum(branches)) if branches else None
         for head, gain in ((self.mu, 0.2), (self.logits, 0.1)):
             if head is not None:
                 nn.init.kaiming_normal_(head.weight, nonlinearity="linear")
                 head.weight.data *= gain
                 nn.init.zeros_(head.bias)
 
-    def forward(self, obs: list[Tensor], action_mask: Tensor | None = None) -> ActionDist:
+    def forward(self, obs: list[Tensor], action_mask: Tensor | None = None,
+                memory: Tensor | None = None, starts: Tensor | None = None):
+        """-> (ActionDist, memory after the last step or None).
+
+        With memory, inputs are time-major [L, *batch, ...], memory [*batch, m], starts
+        [L, *batch]; without, any leading dims.
+        """
         h = self.body(self.encoder(obs))
+        final = None
+        if self.memory is not None:
+            h, _, final = _unroll(self.memory, h, memory, starts)
         mean = self.mu(h) if self.mu is not None else None
         logits = []
         if self.logits is not None:
@@ -190,7 +149,7 @@ class Actor(nn.Module):
             if action_mask is not None:
                 flat = flat.masked_fill(~action_mask, -1e8)
             logits = list(flat.split(list(self.branches), dim=-1))
-        return ActionDist(mean, self.log_std, logits)
+        return ActionDist(mean, self.log_std, logits), final
 
 
 class Critic(nn.Module):
@@ -198,50 +157,70 @@ class Critic(nn.Module):
 
     Both attend over the alive agents' embeddings. V embeds every agent from its observation;
     agent i's baseline embeds i from its observation and every other agent j from (o_j, a_j),
-    so it scores the group's state as it is except for i's own action.
+    so it scores the group's state as it is except for i's own action. With memory, each of the
+    1 + A streams (V, then each b_i) carries its own LSTM state.
     """
 
-    def __init__(self, spec: GroupSpec, hidden: int, layers: int, normalize: bool):
+    def __init__(self, spec: GroupSpec, net: NetworkSettings):
         super().__init__()
         C, branches = spec.action_sizes
         self.branches = branches
         self.num_agents = spec.num_agents
-        self.encoder = ObservationEncoder(spec.obs, normalize)
+        hidden = net.hidden_units
+        self.encoder = ObservationEncoder(spec.obs, hidden, net.normalize, net.vis_encode_type)
         enc = self.encoder.size
         self.obs_embed = entity_embedding(enc, hidden)
         self.obs_act_embed = entity_embedding(enc + C + sum(branches), hidden)
         self.attention = ResidualSelfAttention(hidden)
-        self.body = mlp(hidden, hidden, layers)
-        self.head = nn.Linear(hidden + 1, 1)
+        self.body = mlp(hidden, hidden, net.num_layers)
+        self.memory = Memory(hidden, net.memory.memory_size) if net.memory else None
+        out = net.memory.memory_size // 2 if net.memory else hidden
+        self.head = nn.Linear(out + 1, 1)
         nn.init.xavier_uniform_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
-    def _head(self, pooled: Tensor, count: Tensor) -> Tensor:
+    def _head(self, pooled: Tensor, count: Tensor, memory, starts):
+        """pooled [*, h], count [*] -> (estimates [*], recurrent states or None)."""
+        h, states = self.body(pooled), None
+        if self.memory is not None:
+            h, before, final = _unroll(self.memory, h, memory, starts)
+            states = (before, final)
         # ML-Agents' agent-count feature, 2n/n_max - 1; n_max is the slot count of the task.
-        feature = 2 * count.to(pooled.dtype) / self.num_agents - 1
-        return self.head(torch.cat([self.body(pooled), feature.unsqueeze(-1)], -1)).squeeze(-1)
+        feature = 2 * count.to(h.dtype) / self.num_agents - 1
+        return self.head(torch.cat([h, feature.unsqueeze(-1)], -1)).squeeze(-1), states
 
-    def value(self, obs: list[Tensor], alive: Tensor) -> Tensor:
-        """obs [N, A, ...], alive [N, A] -> V [N]."""
+    def value(self, obs: list[Tensor], alive: Tensor, memory: Tensor | None = None,
+              starts: Tensor | None = None):
+        """obs [*, A, ...], alive [*, A] -> (V [*], recurrent states or None).
+        With memory: time-major, memory [*batch, m] of the V stream."""
         x = self.obs_embed(self.encoder(obs))
-        return self._head(self.attention(x, alive), alive.sum(-1))
+        lead = alive.shape[:-1]
+        pooled = self.attention(x.reshape(-1, *x.shape[-2:]), alive.reshape(-1, alive.shape[-1]))
+        return self._head(pooled.reshape(*lead, -1), alive.sum(-1), memory, starts)
 
     def forward(self, obs: list[Tensor], cont: Tensor | None, disc: Tensor | None,
-                alive: Tensor) -> tuple[Tensor, Tensor]:
-        """obs [N, A, ...], actions [N, A, ...], alive [N, A] -> (V [N], baselines b [N, A]).
+                alive: Tensor, memory: Tensor | None = None, starts: Tensor | None = None):
+        """obs [*, A, ...], actions [*, A, ...], alive [*, A] ->
+        (V [*], baselines b [*, A], recurrent states or None).
 
         The 1 + A entity sets (the group's, then one per agent i) share one attention pass.
+        With memory: time-major [L, *batch, ...], memory [*batch, 1 + A, m], starts
+        [L, *batch, 1 + A].
         """
         enc = self.encoder(obs)
-        N, A, _ = enc.shape
-        acts = [] if cont is None else [cont]
-        acts += [F.one_hot(disc[..., b], n).to(enc.dtype) for b, n in enumerate(self.branches)]
-        own = self.obs_embed(enc)  # [N, A, h]: each agent from its observation
+        lead, A = alive.shape[:-1], alive.shape[-1]
+        enc = enc.reshape(-1, A, enc.shape[-1])
+        alive = alive.reshape(-1, A)
+        acts = [] if cont is None else [cont.reshape(-1, A, cont.shape[-1])]
+        acts += [F.one_hot(disc[..., b].reshape(-1, A), n).to(enc.dtype)
+                 for b, n in enumerate(self.branches)]
+        own = self.obs_embed(enc)  # [P, A, h]: each agent from its observation
         other = self.obs_act_embed(torch.cat([enc] + acts, -1))  # with its action
         eye = torch.eye(A, dtype=torch.bool, device=enc.device)  # [i, j]
         sets = torch.cat([own[:, None], torch.where(eye[None, :, :, None], own[:, None],
-                                                    other[:, None])], 1)  # [N, 1 + A, A, h]
+                                                    other[:, None])], 1)  # [P, 1 + A, A, h]
         present = torch.cat([alive[:, None], alive[:, None, :] | eye], 1)  # i counts for b_i
         pooled = self.attention(sets.flatten(0, 1), present.flatten(0, 1))
-        out = self._head(pooled, present.sum(-1).flatten()).view(N, 1 + A)
-        return out[:, 0], out[:, 1:]
+        out, states = self._head(pooled.reshape(*lead, 1 + A, -1),
+                                 present.sum(-1).reshape(*lead, 1 + A), memory, starts)
+        return out[..., 0], out[..., 1:], states

@@ -28,8 +28,12 @@ class Rollout:
     team_reward: Tensor  # [T, E]: group reward + sum of the step's individual rewards
     group_done: Tensor  # bool [T, E]
     group_truncated: Tensor  # bool [T, E]
+    starts: Tensor  # bool [T, E, A]: the agent's episode starts at t (its memory is zeroed)
+    group_starts: Tensor  # bool [T, E]: the group's episode starts at t
+    actor_memory: Tensor | None  # [T, E, A, m]: the actor's memory before step t
     next_obs: list[Tensor]  # each [E, A, *shape]: after the last step
     next_alive: Tensor  # bool [E, A]
+    next_group_start: Tensor  # bool [E]: the group restarted after the last step
     final_obs: list[Tensor]  # each [n, A, *shape]: last view of the n truncated groups
     final_alive: Tensor  # bool [n, A]
 
@@ -78,3 +82,16 @@ def normalized(x: Tensor, mask: Tensor) -> Tensor:
     """(x - mean) / (std + 1e-10) over the entries where `mask` is set."""
     vals = x[mask]
     return (x - vals.mean()) / (vals.std(unbiased=False) + 1e-10)
+
+
+def to_units(x: Tensor | None, length: int) -> Tensor | None:
+    """[T, E, ...] -> [C * E, length, ...]: sequences of `length` steps of one env each, the
+    time axis zero-padded to a multiple of `length` (padded steps have alive = False)."""
+    if x is None:
+        return None
+    T, E = x.shape[:2]
+    C = -(-T // length)
+    if C * length > T:
+        x = torch.cat([x, x.new_zeros((C * length - T,) + x.shape[1:])])
+    return x.reshape(C, length, E, *x.shape[2:]).transpose(1, 2).reshape(C * E, length,
+                                                                         *x.shape[2:])

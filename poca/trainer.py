@@ -23,7 +23,8 @@ from poca import checkpoint
 from poca.config import POCAConfig
 from poca.loss import clipped_value_loss, linear_decay, masked_mean, policy_loss
 from poca.networks import Actor, Critic
-from poca.rollout import Rollout, lambda_returns, next_values, normalized
+from poca.acting import Acting
+from poca.rollout import Rollout, lambda_returns, next_values, normalized, to_units
 
 
 class TrainingDiverged(RuntimeError):
@@ -64,11 +65,8 @@ class Trainer:
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
         self.device = torch.device(config.device)
         net = config.network_settings
-        if net.memory is not None:
-            raise NotImplementedError("network_settings.memory (LSTM) is not supported yet")
-        args = (self.spec, net.hidden_units, net.num_layers, net.normalize)
-        self.actor = Actor(*args).to(self.device)
-        self.critic = Critic(*args).to(self.device)
+        self.actor = Actor(self.spec, net).to(self.device)
+        self.critic = Critic(self.spec, net).to(self.device)
         self.params = list(self.actor.parameters()) + list(self.critic.parameters())
         self.optimizer = _adam(self.params, config.hyperparameters.learning_rate)
         self.generator = torch.Generator(self.device).manual_seed(config.seed)
@@ -78,25 +76,18 @@ class Trainer:
         self.episode_log: list[tuple[int, float]] = []
         self.last_checkpoint: Path | None = None
         self._saved_at = 0
+        self.acting = Acting(self.actor, env.num_envs, self.spec.num_agents, self.device,
+                             self.generator)
         self._start_env(seed=config.seed)
 
     def _start_env(self, seed: int) -> None:
         self._step = self.env.reset(seed=seed)
         self._group_return = np.zeros(self.env.num_envs)
-
-    # --- acting ---------------------------------------------------------------------------------
-    @torch.no_grad()
-    def act(self, obs, action_mask=None, deterministic: bool = False):
-        """numpy obs [E, A, ...] -> (env action dict, cont, disc, log_prob) for every slot."""
-        mask = None if action_mask is None else torch.as_tensor(action_mask, device=self.device)
-        dist = self.actor(_tensors(obs, self.device), mask)
-        cont, disc = dist.sample(self.generator, deterministic)
-        actions = {}
-        if cont is not None:
-            actions["continuous"] = cont.cpu().numpy()  # the env clips to [-1, 1]
-        if disc is not None:
-            actions["discrete"] = disc.cpu().numpy()
-        return actions, cont, disc, dist.log_prob(cont, disc)
+        self.acting.reset()
+        if self.critic.memory is not None:  # one LSTM state per env for V and each baseline
+            m = 2 * self.critic.memory.cell.hidden_size
+            self._critic_memory = torch.zeros(self.env.num_envs, 1 + self.spec.num_agents, m,
+                                              device=self.device)
 
     # --- collecting -----------------------------------------------------------------------------
     def collect(self) -> Rollout:
@@ -105,13 +96,14 @@ class Trainer:
         steps, final_obs, final_alive = [], [], []
         collected, step = 0, self._step
         while collected <= buffer_size:
-            obs = _tensors(step.obs, dev)
-            actions, cont, disc, log_prob = self.act(step.obs, step.action_mask)
-            nxt = self.env.step(actions)
-            team_reward = nxt.group_reward + nxt.reward.sum(axis=1)
-            steps.append((obs, torch.as_tensor(step.alive, device=dev), cont, disc, log_prob,
+            acted = self.acting.act(step)
+            nxt = self.env.step(acted.actions)
+            self.acting.observe(step, nxt)
+            steps.append((_tensors(step.obs, dev), torch.as_tensor(step.alive, device=dev),
+                          acted.cont, acted.disc, acted.log_prob,
                           None if step.action_mask is None else torch.as_tensor(step.action_mask),
-                          team_reward, nxt.group_done, nxt.group_truncated))
+                          nxt.group_reward + nxt.reward.sum(axis=1), nxt.group_done,
+                          nxt.group_truncated, acted.starts, acted.group_starts, acted.memory))
             if nxt.group_truncated.any():
                 rows = np.flatnonzero(nxt.group_truncated)
                 final_obs.append([o[rows] for o in nxt.final_obs])
@@ -129,8 +121,10 @@ class Trainer:
             alive=stack(cols[1]), cont=stack(cols[2]), disc=stack(cols[3]),
             log_prob=stack(cols[4]), action_mask=stack(cols[5]),
             team_reward=as_t(cols[6]).float(), group_done=as_t(cols[7]),
-            group_truncated=as_t(cols[8]),
+            group_truncated=as_t(cols[8]), starts=stack(cols[9]), group_starts=stack(cols[10]),
+            actor_memory=stack(cols[11]),
             next_obs=_tensors(step.obs, dev), next_alive=torch.as_tensor(step.alive, device=dev),
+            next_group_start=~self.acting.group_continuing,
             final_obs=[torch.as_tensor(np.concatenate([f[i] for f in final_obs]), device=dev)
                        for i in range(n_obs)] if final_obs else [],
             final_alive=torch.as_tensor(np.concatenate(final_alive), device=dev)
@@ -153,30 +147,63 @@ class Trainer:
                 decay[hp.epsilon_schedule](hp.epsilon, 0.1),
                 decay[hp.beta_schedule](hp.beta, 1e-5))
 
+    @torch.no_grad()
+    def _estimates(self, ro: Rollout):
+        """The critic over the whole rollout: V [T, E], b [T, E, A], next values [T, E] and,
+        with memory, the critic's memory before every step [T, E, 1 + A, m]."""
+        T, E, A = ro.alive.shape
+        stream_starts = torch.cat([ro.group_starts[..., None], ro.starts], -1)  # [T, E, 1 + A]
+        if self.critic.memory is None:
+            flat = lambda x: None if x is None else x.reshape(T * E, *x.shape[2:])  # noqa: E731
+            value, baseline, _ = self.critic([flat(o) for o in ro.obs], flat(ro.cont),
+                                             flat(ro.disc), flat(ro.alive))
+            value, baseline, before = value.view(T, E), baseline.view(T, E, A), None
+            bootstrap, _ = self.critic.value(ro.next_obs, ro.next_alive)
+            final_value = (self.critic.value(ro.final_obs, ro.final_alive)[0] if ro.final_obs
+                           else value.new_zeros(0))
+        else:  # one pass through time from the memory carried over from the last rollout
+            value, baseline, (before, final) = self.critic(
+                ro.obs, ro.cont, ro.disc, ro.alive, self._critic_memory, stream_starts)
+            self._critic_memory = final
+            bootstrap, _ = self.critic.value([o[None] for o in ro.next_obs], ro.next_alive[None],
+                                             final[:, 0], ro.next_group_start[None])
+            bootstrap = bootstrap[0]
+            after = torch.cat([before[1:], final[None]])[..., 0, :]  # V stream after each step
+            final_value = (self.critic.value(
+                [o[None] for o in ro.final_obs], ro.final_alive[None], after[ro.group_truncated],
+                torch.zeros(1, len(ro.final_alive), dtype=torch.bool))[0][0] if ro.final_obs
+                else value.new_zeros(0))
+        nxt = next_values(value, bootstrap, final_value, ro.group_done, ro.group_truncated)
+        return value, baseline, nxt, before, stream_starts
+
     def update(self, ro: Rollout) -> dict[str, float]:
         cfg, hp = self.config, self.config.hyperparameters
         T, E, A = ro.alive.shape
         if cfg.network_settings.normalize:
             for net in (self.actor, self.critic):
                 net.encoder.update_normalizers(ro.obs, ro.alive)
-        flat = lambda x: None if x is None else x.reshape(T * E, *x.shape[2:])  # noqa: E731
-        obs, alive, cont, disc = [flat(o) for o in ro.obs], flat(ro.alive), flat(ro.cont), \
-            flat(ro.disc)
-        mask, old_log_prob = flat(ro.action_mask), flat(ro.log_prob)
-
-        with torch.no_grad():  # the estimates the trust region is measured from
-            value, baseline = self.critic(obs, cont, disc, alive)
-            bootstrap = self.critic.value(ro.next_obs, ro.next_alive)
-            final_value = (self.critic.value(ro.final_obs, ro.final_alive) if ro.final_obs
-                           else value.new_zeros(0))
-        gamma = cfg.reward_signals.extrinsic.gamma
+        value, baseline, nxt, critic_memory, stream_starts = self._estimates(ro)
         reward = ro.team_reward * cfg.reward_signals.extrinsic.strength
-        nxt = next_values(value.view(T, E), bootstrap, final_value, ro.group_done,
-                          ro.group_truncated)
-        returns = lambda_returns(reward, value.view(T, E), nxt, ro.alive, ro.group_done, gamma,
-                                 hp.lambd, cfg.time_horizon)
-        returns = flat(returns)
-        advantage = normalized(returns - baseline, alive)
+        returns = lambda_returns(reward, value, nxt, ro.alive, ro.group_done,
+                                 cfg.reward_signals.extrinsic.gamma, hp.lambd, cfg.time_horizon)
+        advantage = normalized(returns - baseline, ro.alive)
+
+        # Train on sequences of `length` steps of one env (single steps without memory); each
+        # starts from the memories stored for its first step.
+        recurrent = self.actor.memory is not None
+        length = cfg.network_settings.memory.sequence_length if recurrent else 1
+        units = {k: to_units(v, length) for k, v in {
+            "alive": ro.alive, "cont": ro.cont, "disc": ro.disc, "mask": ro.action_mask,
+            "old_log_prob": ro.log_prob, "value": value, "baseline": baseline,
+            "returns": returns, "advantage": advantage, "starts": ro.starts,
+            "stream_starts": stream_starts}.items()}
+        obs_units = [to_units(o, length) for o in ro.obs]
+        if recurrent:
+            units["actor_memory"] = to_units(ro.actor_memory, length)[:, 0]
+            units["critic_memory"] = to_units(critic_memory, length)[:, 0]
+
+        def batch(x, idx):  # [n, L, ...] -> time-major [L, n, ...], or [n, ...] without memory
+            return None if x is None else (x[idx].transpose(0, 1) if recurrent else x[idx, 0])
 
         lr, epsilon, beta = self.schedules()
         for group in self.optimizer.param_groups:
@@ -184,21 +211,26 @@ class Trainer:
         n_batches = max(1, ro.agent_steps // hp.batch_size)
         sums = {"policy_loss": 0.0, "value_loss": 0.0, "baseline_loss": 0.0, "entropy": 0.0}
         for _ in range(hp.num_epoch):
-            order = torch.randperm(T * E, generator=self.generator, device=self.device)
+            order = torch.randperm(len(units["alive"]), generator=self.generator,
+                                   device=self.device)
             for idx in order.chunk(n_batches):
-                o, al = [x[idx] for x in obs], alive[idx]
-                c = None if cont is None else cont[idx]
-                d = None if disc is None else disc[idx]
-                dist = self.actor(o, None if mask is None else mask[idx])
-                v, b = self.critic(o, c, d, al)
-                g = returns[idx]  # [n, A]: V is the group's, regressed on each agent's return
+                u = {k: batch(v, idx) for k, v in units.items() if k not in (
+                    "actor_memory", "critic_memory")}
+                o = [batch(x, idx) for x in obs_units]
+                memories = ((units["actor_memory"][idx], u["starts"]),
+                            (units["critic_memory"][idx], u["stream_starts"])) if recurrent \
+                    else ((None, None), (None, None))
+                al, g = u["alive"], u["returns"]
+                dist, _ = self.actor(o, u["mask"], *memories[0])
+                v, b, _ = self.critic(o, u["cont"], u["disc"], al, *memories[1])
                 losses = {
-                    "policy_loss": policy_loss(dist.log_prob(c, d), old_log_prob[idx],
-                                               advantage[idx], al, epsilon),
-                    "value_loss": clipped_value_loss(v[:, None].expand_as(g),
-                                                     value[idx][:, None].expand_as(g), g, al,
+                    "policy_loss": policy_loss(dist.log_prob(u["cont"], u["disc"]),
+                                               u["old_log_prob"], u["advantage"], al, epsilon),
+                    # V is the group's estimate, regressed on each agent's return
+                    "value_loss": clipped_value_loss(v[..., None].expand_as(g),
+                                                     u["value"][..., None].expand_as(g), g, al,
                                                      epsilon),
-                    "baseline_loss": clipped_value_loss(b, baseline[idx], g, al, epsilon),
+                    "baseline_loss": clipped_value_loss(b, u["baseline"], g, al, epsilon),
                     "entropy": masked_mean(dist.entropy(), al),
                 }
                 loss = (losses["policy_loss"] + 0.5 * (losses["value_loss"]
@@ -208,14 +240,15 @@ class Trainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 self.optimizer.step()
-                for k, v in losses.items():
-                    sums[k] += v.item()
+                for k, val in losses.items():
+                    sums[k] += val.item()
         if not all(torch.isfinite(p).all() for p in self.params):
             raise TrainingDiverged(self._diverged_message("a parameter"))
         self.updates += 1
         n = hp.num_epoch * n_batches
-        return {**{k: v / n for k, v in sums.items()}, "learning_rate": lr, "epsilon": epsilon,
-                "beta": beta, "value_estimate": float(value[alive.any(-1)].mean())}
+        return {**{k: val / n for k, val in sums.items()}, "learning_rate": lr,
+                "epsilon": epsilon, "beta": beta,
+                "value_estimate": float(value[ro.alive.any(-1)].mean())}
 
     def _diverged_message(self, what: str) -> str:
         last = self.last_checkpoint or "none written yet"

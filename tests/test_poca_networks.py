@@ -6,7 +6,10 @@ import pytest
 import torch
 
 from envs.core import GroupSpec, ObsSpec
-from poca.networks import Actor, Critic, ResidualSelfAttention, RunningNorm
+from poca.attention import ResidualSelfAttention
+from poca.config import NetworkSettings
+from poca.encoders import RunningNorm
+from poca.networks import Actor, Critic
 
 
 def spec(A=3, C=1, branches=(2, 3), d=4):
@@ -42,45 +45,45 @@ def test_attention_ignores_absent_entities_exactly(entities):
 
 def test_critic_ignores_agents_that_are_not_alive():
     s = spec()
-    critic = Critic(s, 32, 2, normalize=False)
+    critic = Critic(s, NetworkSettings(hidden_units=32))
     obs, cont, disc, alive = batch(s)
-    v, b = critic(obs, cont, disc, alive)
+    v, b, _ = critic(obs, cont, disc, alive)
     dead = ~alive
     obs2 = [torch.where(dead[..., None], torch.randn_like(obs[0]) * 100, obs[0])]
     cont2 = torch.where(dead[..., None], torch.randn_like(cont), cont)
     disc2 = torch.where(dead[..., None], torch.zeros_like(disc), disc)
-    v2, b2 = critic(obs2, cont2, disc2, alive)
+    v2, b2, _ = critic(obs2, cont2, disc2, alive)
     assert torch.equal(v, v2)
     assert torch.equal(b[alive], b2[alive])
-    assert torch.allclose(critic.value(obs2, alive), v, atol=1e-6)  # the value-only path
+    assert torch.allclose(critic.value(obs2, alive)[0], v, atol=1e-6)  # the value-only path
 
 
 def test_baseline_differs_from_value_only_through_other_agents_actions():
     s = spec()
-    critic = Critic(s, 32, 2, normalize=False)
+    critic = Critic(s, NetworkSettings(hidden_units=32))
     obs, cont, disc, alive = batch(s)
     alive[:] = True
-    v, b = critic(obs, cont, disc, alive)
+    v, b, _ = critic(obs, cont, disc, alive)
     # agent 0's own action does not enter its baseline; the others' actions do
     cont2 = cont.clone()
     cont2[:, 0] += 1.0
     disc2 = disc.clone()
     disc2[:, 0, 0] = 1 - disc2[:, 0, 0]
-    v2, b2 = critic(obs, cont2, disc2, alive)
+    v2, b2, _ = critic(obs, cont2, disc2, alive)
     assert torch.equal(b2[:, 0], b[:, 0]) and torch.equal(v2, v)
     assert not torch.allclose(b2[:, 1], b[:, 1])
     # alone in its group, an agent's baseline is the group value
     solo = alive.clone()
     solo[:, 1:] = False
-    v3, b3 = critic(obs, cont, disc, solo)
+    v3, b3, _ = critic(obs, cont, disc, solo)
     assert torch.allclose(b3[:, 0], v3)
 
 
 def test_actor_distribution_matches_torch_distributions():
     s = spec(C=2, branches=(2, 3))
-    actor = Actor(s, 16, 1, normalize=False)
+    actor = Actor(s, NetworkSettings(hidden_units=16, num_layers=1))
     obs, _, _, _ = batch(s)
-    dist = actor(obs)
+    dist, _ = actor(obs)
     cont, disc = dist.sample(torch.Generator().manual_seed(0))
     lp = dist.log_prob(cont, disc)
     normal = torch.distributions.Normal(dist.mean, dist.log_std.exp())
@@ -95,11 +98,11 @@ def test_actor_distribution_matches_torch_distributions():
 
 def test_action_masks_are_respected():
     s = spec(C=0, branches=(3,))
-    actor = Actor(s, 16, 1, normalize=False)
+    actor = Actor(s, NetworkSettings(hidden_units=16, num_layers=1))
     obs, _, _, _ = batch(s, N=200)
     mask = torch.ones(200, 3, 3, dtype=torch.bool)
     mask[..., 1] = False
-    _, disc = actor(obs, mask).sample(torch.Generator().manual_seed(0))
+    _, disc = actor(obs, mask)[0].sample(torch.Generator().manual_seed(0))
     assert (disc != 1).all() and (disc == 0).any() and (disc == 2).any()
 
 

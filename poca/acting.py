@@ -1,0 +1,79 @@
+"""Acting in a batched env with the shared actor, carrying LSTM memories per env and agent slot.
+
+Memories persist across steps (and rollouts) and are zeroed where an agent's episode starts:
+a slot that acts now but did not act on, or ended at, the previous step, or whose group reset.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from poca.networks import ActionDist, Actor
+
+
+@dataclass
+class Acted:
+    actions: dict  # numpy arrays for env.step
+    cont: Tensor | None  # [E, A, C] raw samples
+    disc: Tensor | None  # [E, A, B]
+    log_prob: Tensor  # [E, A, C + B]
+    starts: Tensor  # bool [E, A]: the agent's episode starts at this step
+    group_starts: Tensor  # bool [E]: the group's episode starts at this step
+    memory: Tensor | None  # [E, A, m]: the actor's memory before this step (zeroed at starts)
+
+
+class Acting:
+    def __init__(self, actor: Actor, num_envs: int, num_agents: int, device: torch.device,
+                 generator: torch.Generator):
+        self.actor, self.device, self.generator = actor, device, generator
+        self.shape = (num_envs, num_agents)
+        self.reset()
+
+    def reset(self) -> None:
+        """Every episode starts over (after env.reset)."""
+        self.continuing = torch.zeros(self.shape, dtype=torch.bool, device=self.device)
+        self.group_continuing = torch.zeros(self.shape[0], dtype=torch.bool, device=self.device)
+        self.memory = None
+        if self.actor.memory is not None:
+            m = 2 * self.actor.memory.cell.hidden_size
+            self.memory = torch.zeros(*self.shape, m, device=self.device)
+
+    @torch.no_grad()
+    def act(self, step, deterministic: bool = False) -> Acted:
+        dev = self.device
+        obs = [torch.as_tensor(o, device=dev) for o in step.obs]
+        alive = torch.as_tensor(step.alive, device=dev)
+        mask = None if step.action_mask is None else torch.as_tensor(step.action_mask, device=dev)
+        starts = alive & ~self.continuing
+        memory = None
+        if self.memory is None:
+            dist, _ = self.actor(obs, mask)
+        else:
+            memory = torch.where(starts[..., None], 0.0, self.memory)
+            dist, self.memory = self.actor([o[None] for o in obs],
+                                           None if mask is None else mask[None],
+                                           memory, starts[None])
+            dist = _first_step(dist)
+        cont, disc = dist.sample(self.generator, deterministic)
+        actions = {}
+        if cont is not None:
+            actions["continuous"] = cont.cpu().numpy()  # the env clips to [-1, 1]
+        if disc is not None:
+            actions["discrete"] = disc.cpu().numpy()
+        return Acted(actions, cont, disc, dist.log_prob(cont, disc), starts,
+                     ~self.group_continuing, memory)
+
+    def observe(self, step, nxt) -> None:
+        """After env.step: which slots go on with the same episode at the next step."""
+        ended = nxt.terminated | nxt.truncated | nxt.group_done[:, None]
+        self.continuing = torch.as_tensor(step.alive & ~ended, device=self.device)
+        self.group_continuing = torch.as_tensor(~nxt.group_done, device=self.device)
+
+
+def _first_step(dist: ActionDist) -> ActionDist:
+    """A distribution over [1, E, A] -> the same over [E, A]."""
+    return ActionDist(None if dist.mean is None else dist.mean[0], dist.log_std,
+                      [lg[0] for lg in dist.logits])

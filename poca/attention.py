@@ -1,0 +1,61 @@
+"""Residual self-attention over a variable set of entities (agents, or items in an entity list).
+
+One implementation, two uses: the critic attends over the agents still in the episode, the
+entity-list encoder over the rows present in an observation (shared/spec/poca-reference.md §2.2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+NEG = -1e6  # logit for absent keys: exp underflows to exactly 0, with no NaN for empty sets
+
+
+def entity_embedding(in_size: int, size: int) -> nn.Sequential:
+    """Linear + Swish with ML-Agents' small T-Fixup-style init for inputs to attention."""
+    lin = nn.Linear(in_size, size)
+    nn.init.normal_(lin.weight, std=math.sqrt(0.125 / size))
+    nn.init.zeros_(lin.bias)
+    return nn.Sequential(lin, nn.SiLU())
+
+
+class ResidualSelfAttention(nn.Module):
+    """Masked multi-head self-attention with a residual, then a masked mean over entities.
+
+    x [B, N, E], present bool [B, N] -> [B, E]. Absent entities change nothing, exactly: their
+    inputs are zeroed, their keys get weight exp(-1e6) = 0, and the mean skips them.
+    """
+
+    def __init__(self, size: int, heads: int = 4):
+        super().__init__()
+        self.size, self.heads = size, heads
+        self.qkv = nn.Linear(size, 3 * size)
+        self.out = nn.Linear(size, size)
+        for lin in (self.qkv, self.out):
+            nn.init.normal_(lin.weight, std=math.sqrt(0.125 / size))
+            nn.init.zeros_(lin.bias)
+
+    def forward(self, x: Tensor, present: Tensor) -> Tensor:
+        B, N, E = x.shape
+        keep = present.unsqueeze(-1).to(x.dtype)
+        x = F.layer_norm(x * keep, (E,))
+        y = F.layer_norm(self.out(self._attend(self.qkv(x), present)) + x, (E,))
+        return (y * keep).sum(1) / (keep.sum(1) + 1e-7)
+
+    def _attend(self, qkv: Tensor, present: Tensor) -> Tensor:
+        """[B, N, 3E] queries, keys, values -> [B, N, E]; logits scaled by sqrt(E) as ML-Agents."""
+        B, N, E3 = qkv.shape
+        E, H = E3 // 3, self.heads
+        if N <= 4:  # few entities (small groups): elementwise beats tiny batched matmuls 2x
+            q, k, v = qkv.split(E, -1)
+            logits = (q.unsqueeze(2) * k.unsqueeze(1)).view(B, N, N, H, E // H).sum(-1)
+            logits = logits.masked_fill(~present[:, None, :, None], NEG) / math.sqrt(E)
+            weights = logits.softmax(2)  # [B, query, key, head]
+            return (weights.unsqueeze(-1) * v.view(B, 1, N, H, E // H)).sum(2).reshape(B, N, E)
+        q, k, v = qkv.view(B, N, 3, H, E // H).permute(2, 0, 3, 1, 4)  # [B, H, N, E/H] each
+        logits = (q @ k.transpose(-1, -2)).masked_fill(~present[:, None, None, :], NEG)
+        weights = (logits / math.sqrt(E)).softmax(-1)
+        return (weights @ v).transpose(1, 2).reshape(B, N, E)

@@ -1,0 +1,161 @@
+"""Observation encoders: every component of one agent's observation -> one feature vector.
+
+vector: identity (or running normalization); image (HWC uint8, scaled to [0, 1] here): a CNN
+chosen by `vis_encode_type`; entity lists: each present row embedded together with the agent's
+fixed-size encoding, residual self-attention over the rows, masked mean (spec §2.1).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from envs.core import ObsSpec
+from poca.attention import ResidualSelfAttention, entity_embedding
+
+# smallest image side each encoder accepts (ML-Agents' values)
+MIN_IMAGE_SIZE = {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5,
+                  "fully_connected": 1}
+PRESENT = 0.01  # an entity row with a smaller sum of squares is padding
+
+
+class RunningNorm(nn.Module):
+    """Running mean/variance of a vector observation; normalizes and clips to [-5, 5]."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.register_buffer("count", torch.ones(()))
+        self.register_buffer("mean", torch.zeros(size))
+        self.register_buffer("m2", torch.ones(size))
+
+    @torch.no_grad()
+    def update(self, x: Tensor) -> None:
+        """Chan et al.'s parallel update with a batch `x` [n, size]."""
+        n = x.shape[0]
+        if n == 0:
+            return
+        total = self.count + n
+        delta = x.mean(0) - self.mean
+        self.m2 += ((x - x.mean(0)) ** 2).sum(0) + delta**2 * self.count * n / total
+        self.mean += delta * n / total
+        self.count.copy_(total)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return ((x - self.mean) / torch.sqrt(self.m2 / self.count)).clamp(-5, 5)
+
+
+class _ResidualBlock(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.body = nn.Sequential(nn.SiLU(), nn.Conv2d(channels, channels, 3, padding=1),
+                                  nn.SiLU(), nn.Conv2d(channels, channels, 3, padding=1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.body(x)
+
+
+def _conv_stack(kind: str, channels: int) -> nn.Sequential:
+    if kind == "simple":
+        return nn.Sequential(nn.Conv2d(channels, 16, 8, 4), nn.LeakyReLU(),
+                             nn.Conv2d(16, 32, 4, 2), nn.LeakyReLU())
+    if kind == "nature_cnn":
+        return nn.Sequential(nn.Conv2d(channels, 32, 8, 4), nn.LeakyReLU(),
+                             nn.Conv2d(32, 64, 4, 2), nn.LeakyReLU(),
+                             nn.Conv2d(64, 64, 3, 1), nn.LeakyReLU())
+    if kind == "match3":
+        return nn.Sequential(nn.Conv2d(channels, 35, 3, 1), nn.LeakyReLU(),
+                             nn.Conv2d(35, 144, 3, 1), nn.LeakyReLU())
+    if kind == "resnet":
+        layers, prev = [], channels
+        for out in (16, 32, 32):
+            layers += [nn.Conv2d(prev, out, 3, padding=1), nn.MaxPool2d(3, 2, padding=1),
+                       _ResidualBlock(out), _ResidualBlock(out)]
+            prev = out
+        return nn.Sequential(*layers, nn.SiLU())
+    return nn.Sequential()  # fully_connected
+
+
+class ImageEncoder(nn.Module):
+    """uint8 [B, H, W, C] -> [B, hidden]."""
+
+    def __init__(self, shape: tuple[int, int, int], hidden: int, kind: str):
+        super().__init__()
+        if kind not in MIN_IMAGE_SIZE:
+            raise ValueError(f"vis_encode_type must be one of {list(MIN_IMAGE_SIZE)}, "
+                             f"got {kind!r}")
+        H, W, C = shape
+        if min(H, W) < MIN_IMAGE_SIZE[kind]:
+            fits = [k for k, m in MIN_IMAGE_SIZE.items() if min(H, W) >= m]
+            raise ValueError(f"vis_encode_type {kind!r} needs images of at least "
+                             f"{MIN_IMAGE_SIZE[kind]}x{MIN_IMAGE_SIZE[kind]} pixels, got {H}x{W}; "
+                             f"encoders that fit: {fits}")
+        self.convs = _conv_stack(kind, C)
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, C, H, W)).numel()
+        self.out = nn.Sequential(nn.Linear(flat, hidden),
+                                 nn.ReLU() if kind == "resnet" else nn.LeakyReLU())
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x.permute(0, 3, 1, 2).float() / 255.0
+        return self.out(self.convs(x).flatten(1))
+
+
+class EntityEncoder(nn.Module):
+    """Entity lists [B, n_i, d_i] (+ the agent's own encoding [B, s]) -> [B, hidden]."""
+
+    def __init__(self, entity_sizes: list[int], self_size: int, hidden: int):
+        super().__init__()
+        self.self_embed = entity_embedding(self_size, hidden) if self_size else None
+        extra = hidden if self_size else 0
+        self.embeds = nn.ModuleList(entity_embedding(d + extra, hidden) for d in entity_sizes)
+        self.attention = ResidualSelfAttention(hidden)
+
+    def forward(self, lists: list[Tensor], own: Tensor | None) -> Tensor:
+        xs, present = [], []
+        me = None if self.self_embed is None else self.self_embed(own)
+        for rows, embed in zip(lists, self.embeds):
+            rows = rows.float()
+            present.append((rows**2).sum(-1) > PRESENT)
+            if me is not None:
+                rows = torch.cat([me[:, None].expand(-1, rows.shape[1], -1), rows], -1)
+            xs.append(embed(rows))
+        return self.attention(torch.cat(xs, 1), torch.cat(present, 1))
+
+
+class ObservationEncoder(nn.Module):
+    """All components of one agent's observation -> `size` features. Inputs may carry any
+    leading dims (e.g. [N, A, ...]); they are kept in the output."""
+
+    def __init__(self, specs: tuple[ObsSpec, ...], hidden: int, normalize: bool,
+                 vis_encode_type: str = "simple"):
+        super().__init__()
+        self.specs = specs
+        self.norms = nn.ModuleDict({o.name: RunningNorm(o.shape[0]) for o in specs
+                                    if o.kind == "vector" and normalize})
+        self.images = nn.ModuleDict({o.name: ImageEncoder(o.shape, hidden, vis_encode_type)
+                                     for o in specs if o.kind == "image"})
+        fixed = sum(o.shape[0] for o in specs if o.kind == "vector") + hidden * len(self.images)
+        lists = [o.shape[1] for o in specs if o.kind == "entities"]
+        self.entities = EntityEncoder(lists, fixed, hidden) if lists else None
+        self.size = fixed + (hidden if lists else 0)
+
+    def forward(self, obs: list[Tensor]) -> Tensor:
+        lead = obs[0].shape[:obs[0].dim() - len(self.specs[0].shape)]
+        flat = [o.reshape(-1, *spec.shape) for o, spec in zip(obs, self.specs)]
+        fixed, lists = [], []
+        for o, spec in zip(flat, self.specs):
+            if spec.kind == "vector":
+                o = o.float()
+                fixed.append(self.norms[spec.name](o) if spec.name in self.norms else o)
+            elif spec.kind == "image":
+                fixed.append(self.images[spec.name](o))
+            else:
+                lists.append(o)
+        own = torch.cat(fixed, -1) if fixed else None
+        parts = fixed + ([self.entities(lists, own)] if lists else [])
+        return torch.cat(parts, -1).reshape(*lead, self.size)
+
+    def update_normalizers(self, obs: list[Tensor], present: Tensor) -> None:
+        for o, spec in zip(obs, self.specs):
+            if spec.name in self.norms:
+                self.norms[spec.name].update(o[present].float())
