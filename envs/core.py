@@ -143,7 +143,8 @@ class GroupEnv:
     A task sets `spec` and implements three methods over its own numpy state:
       `_reset_envs(idx)`  start new episodes in envs `idx` (and set `self.alive[idx]`)
       `_step(cont, disc)` advance every env; returns `(reward [E, A], group_reward [E],
-                          terminated [E, A])` and clears `self.alive` for agents that ended
+                          terminated [E, A][, truncated [E, A]])` and clears `self.alive` for
+                          agents that ended (the core adds truncation at `max_steps`)
       `_observe(rows)`    the observation tuple of the current state of envs `rows`
     """
 
@@ -208,17 +209,18 @@ class GroupEnv:
             raise RuntimeError("step() called before reset(): call reset() first")
         E, A = self.num_envs, self.max_agents
         cont, disc = self._check_actions(actions)
-        reward, group_reward, terminated = self._step(cont, disc)
+        reward, group_reward, terminated, *rest = self._step(cont, disc)
+        truncated = rest[0] if rest else np.zeros((E, A), dtype=bool)  # the task's own limits
         self._clock += 1
         timed_out = self._clock >= self._deadline
         if timed_out:
             time_up = self.t >= self.spec.max_steps
-            truncated = self.alive & time_up[:, None]
+            truncated |= self.alive & time_up[:, None]
             group_done = ~agent_any(self.alive) | time_up
         else:
-            truncated = np.zeros((E, A), dtype=bool)
-            group_done = (~agent_any(self.alive) if np.logical_or.reduce(terminated, axis=None)
-                          else np.zeros(E, dtype=bool))
+            ended = np.logical_or.reduce(terminated, axis=None) or (
+                rest and np.logical_or.reduce(truncated, axis=None))
+            group_done = ~agent_any(self.alive) if ended else np.zeros(E, dtype=bool)
         obs = final_obs = self._observe()
         if np.logical_or.reduce(group_done):
             idx = np.flatnonzero(group_done)

@@ -42,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train a group policy")
-    train.add_argument("env_id", help="groupenvs/Goal-v0, Goal-v0, or module:factory")
+    train.add_argument("env_id", help="groupenvs/Goal-v0, Goal-v0, or module:factory (a "
+                       "PettingZoo ParallelEnv factory, or a GroupEnv factory taking num_envs)")
     train.add_argument("--env-kwargs", type=_json_dict, default={}, help="task arguments (JSON)")
     train.add_argument("--config", help="YAML file (ML-Agents layout) or a bundled preset name")
     train.add_argument("--num-envs", type=int, help="groups stepped at once")
@@ -56,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
                        metavar="KEY=VALUE", help="any config key, e.g. network_settings."
                        "hidden_units=64 (repeatable)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument("--max-agents", type=int, help="agent slots, for PettingZoo envs that "
+                       "add agents under new names")
 
     ev = sub.add_parser("eval", help="mean and spread of the group return of a checkpoint")
     ev.add_argument("env_id")
@@ -65,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--seed", type=int, default=12345)
     ev.add_argument("--deterministic", action="store_true", help="most likely actions")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
+    ev.add_argument("--max-agents", type=int, help="as for train")
     return parser
 
 
@@ -87,12 +91,13 @@ def _train(args) -> int:
                          "choose another --run-dir")
     print(f"training MA-POCA on {args.env_id} -> {run_dir}")
     result = train(args.env_id, config, args.env_kwargs, run_dir, args.resume,
-                   progress=not args.no_progress)
+                   progress=not args.no_progress, max_agents=args.max_agents)
     rate = result.agent_steps / max(result.wall_seconds, 1e-9)
     verb = "interrupted after" if result.interrupted else "trained"
     print(f"{verb} {result.agent_steps:,} agent-steps, {result.episodes:,} episodes in "
           f"{result.wall_seconds:.1f} s ({rate:,.0f} agent-steps/s)")
-    print(f"mean group return of the last 20 episodes: {result.mean_return():+.3f}")
+    print(f"last 20 episodes: mean group return {result.mean_return():+.3f}, mean team return "
+          f"(group + individual rewards) {result.mean_team_return():+.3f}")
     print(f"checkpoint: {result.checkpoint}")
     return 130 if result.interrupted else 0
 
@@ -103,7 +108,7 @@ def _eval(args) -> int:
 
     state = checkpoint.load(args.checkpoint)
     env_kwargs = state["env_kwargs"] if args.env_kwargs is None else args.env_kwargs
-    env = make_env(args.env_id, args.episodes, env_kwargs)
+    env = make_env(args.env_id, args.episodes, env_kwargs, args.max_agents)
     returns = evaluate(load_actor(args.checkpoint, env), env, args.seed, args.deterministic)
     result = {"env_id": args.env_id, "episodes": len(returns), "mean": float(returns.mean()),
               "std": float(returns.std()), "min": float(returns.min()),

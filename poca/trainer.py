@@ -36,6 +36,7 @@ class TrainResult:
     agent_steps: int
     episodes: int
     episode_log: list[tuple[int, float]]  # (agent-steps when it ended, group return)
+    team_log: list[float]  # each episode's team return: group + all individual rewards
     wall_seconds: float
     checkpoint: Path | None
     interrupted: bool = False
@@ -43,6 +44,9 @@ class TrainResult:
     def mean_return(self, last: int = 20) -> float:
         returns = [r for _, r in self.episode_log[-last:]]
         return float(np.mean(returns)) if returns else math.nan
+
+    def mean_team_return(self, last: int = 20) -> float:
+        return float(np.mean(self.team_log[-last:])) if self.team_log else math.nan
 
 
 def _adam(params, lr: float) -> torch.optim.Adam:
@@ -74,6 +78,7 @@ class Trainer:
         self.progress = progress
         self.agent_steps = self.updates = self.episodes = 0
         self.episode_log: list[tuple[int, float]] = []
+        self.team_log: list[float] = []
         self.last_checkpoint: Path | None = None
         self._saved_at = 0
         self.acting = Acting(self.actor, env.num_envs, self.spec.num_agents, self.device,
@@ -83,6 +88,7 @@ class Trainer:
     def _start_env(self, seed: int) -> None:
         self._step = self.env.reset(seed=seed)
         self._group_return = np.zeros(self.env.num_envs)
+        self._team_return = np.zeros(self.env.num_envs)
         self.acting.reset()
         if self.critic.memory is not None:  # one LSTM state per env for V and each baseline
             m = 2 * self.critic.memory.cell.hidden_size
@@ -132,9 +138,11 @@ class Trainer:
 
     def _log_episodes(self, step, agent_steps: int) -> None:
         self._group_return += step.group_reward
+        self._team_return += step.group_reward + step.reward.sum(axis=1)
         for e in np.flatnonzero(step.group_done):
             self.episode_log.append((agent_steps, float(self._group_return[e])))
-            self._group_return[e] = 0.0
+            self.team_log.append(float(self._team_return[e]))
+            self._group_return[e] = self._team_return[e] = 0.0
             self.episodes += 1
 
     # --- learning -------------------------------------------------------------------------------
@@ -280,6 +288,7 @@ class Trainer:
         if self.run_dir is not None:
             self.save()
         return TrainResult(self.agent_steps, self.episodes, list(self.episode_log),
+                           list(self.team_log),
                            time.perf_counter() - start, self.last_checkpoint, interrupted)
 
     # --- checkpoints ----------------------------------------------------------------------------
@@ -289,7 +298,7 @@ class Trainer:
                 "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "agent_steps": self.agent_steps,
                 "updates": self.updates, "episodes": self.episodes,
-                "episode_log": self.episode_log, "torch_rng": torch.get_rng_state(),
+                "episode_log": self.episode_log, "team_log": self.team_log, "torch_rng": torch.get_rng_state(),
                 "generator": self.generator.get_state()}
 
     def save(self) -> Path:
@@ -316,6 +325,7 @@ class Trainer:
                 f"{path} does not fit this network configuration: {err}") from err
         self.agent_steps, self.updates = state["agent_steps"], state["updates"]
         self.episodes, self.episode_log = state["episodes"], list(state["episode_log"])
+        self.team_log = list(state["team_log"])
         torch.set_rng_state(state["torch_rng"])
         self.generator.set_state(state["generator"])
         self.last_checkpoint, self._saved_at = Path(path), self.agent_steps
@@ -326,7 +336,8 @@ class Trainer:
 class _MetricsWriter:
     """Progress bar, metrics.csv and (when installed) TensorBoard, from one place."""
 
-    FIELDS = ["agent_steps", "episodes", "mean_group_return", "agent_steps_per_s", "wall_s",
+    FIELDS = ["agent_steps", "episodes", "mean_group_return", "mean_team_return",
+              "agent_steps_per_s", "wall_s",
               "policy_loss", "value_loss", "baseline_loss", "entropy", "value_estimate",
               "learning_rate", "epsilon", "beta"]
 
@@ -361,14 +372,18 @@ class _MetricsWriter:
         if self.bar is not None:
             self.bar.update(trainer.agent_steps - self.bar.n)
             recent = [r for _, r in trainer.episode_log[-20:]]
+            team = trainer.team_log[-20:]
             self.bar.set_postfix(episodes=trainer.episodes,
                                  group_return=f"{np.mean(recent):+.3f}" if recent else "n/a",
+                                 team_return=f"{np.mean(team):+.3f}" if team else "n/a",
                                  steps_per_s=f"{self._rate(trainer):,.0f}")
 
     def summary(self, trainer, stats) -> None:
         recent = [r for _, r in trainer.episode_log[-20:]]
         row = {"agent_steps": trainer.agent_steps, "episodes": trainer.episodes,
                "mean_group_return": float(np.mean(recent)) if recent else math.nan,
+               "mean_team_return": float(np.mean(trainer.team_log[-20:]))
+               if trainer.team_log else math.nan,
                "agent_steps_per_s": self._rate(trainer),
                "wall_s": time.perf_counter() - self.start, **stats}
         if self.csv is not None:
@@ -388,15 +403,21 @@ class _MetricsWriter:
             self.tb.close()
 
 
-def train(env_id: str, config: POCAConfig | None = None, env_kwargs: dict | None = None,
-          run_dir: str | Path | None = None, resume: bool = False,
-          progress: bool = False) -> TrainResult:
-    """Train MA-POCA on a registered task or `module:factory` GroupEnv; the Python API."""
+def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = None,
+          run_dir: str | Path | None = None, resume: bool = False, progress: bool = False,
+          max_agents: int | None = None) -> TrainResult:
+    """Train MA-POCA; the Python API.
+
+    `env_id`: a registered task ("groupenvs/Goal-v0"), a "module:factory" path, or a callable
+    returning a PettingZoo ParallelEnv (or, taking `num_envs`, a GroupEnv). `max_agents`: slots
+    for ParallelEnvs that add agents under new names.
+    """
     from poca.adapters import make_env
 
     config = config or POCAConfig()
-    env = make_env(env_id, config.num_envs, env_kwargs)
-    trainer = Trainer(env, config, run_dir, env_id, env_kwargs, progress)
+    env = make_env(env_id, config.num_envs, env_kwargs, max_agents)
+    name = env_id if isinstance(env_id, str) else getattr(env_id, "__qualname__", repr(env_id))
+    trainer = Trainer(env, config, run_dir, name, env_kwargs, progress)
     if resume:
         if run_dir is None:
             raise ValueError("resume needs the run_dir of the run to continue")
@@ -404,6 +425,6 @@ def train(env_id: str, config: POCAConfig | None = None, env_kwargs: dict | None
     if run_dir is not None:
         Path(run_dir).mkdir(parents=True, exist_ok=True)
         (Path(run_dir) / "config.json").write_text(json.dumps(
-            {"env_id": env_id, "env_kwargs": env_kwargs or {}, "config": config.to_dict()},
+            {"env_id": name, "env_kwargs": env_kwargs or {}, "config": config.to_dict()},
             indent=2))
     return trainer.run()

@@ -1,0 +1,192 @@
+"""Training on any PettingZoo ParallelEnv through ParallelEnvGroup."""
+
+import functools
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+from envs.pettingzoo import GroupParallelEnv
+from poca.adapters import ParallelEnvGroup, make_env
+from poca.config import POCAConfig
+from poca.trainer import train
+
+
+class Leaving(ParallelEnv):
+    """Three agents; agent k leaves after k + 2 steps; rewards 1 for action 1."""
+
+    metadata = {"name": "leaving_v0"}
+
+    def __init__(self):
+        self.possible_agents = ["a_0", "a_1", "a_2"]
+
+    @functools.lru_cache(maxsize=None)
+    def observation_space(self, agent):
+        return spaces.Box(-1, 1, (2,), np.float32)
+
+    @functools.lru_cache(maxsize=None)
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        self.t, self.agents = 0, list(self.possible_agents)
+        return {a: np.array([0, i], np.float32) for i, a in enumerate(self.agents)}, {
+            a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        obs = {a: np.array([self.t / 10, int(a[-1])], np.float32) for a in actions}
+        rew = {a: float(actions[a]) for a in actions}
+        term = {a: self.t >= int(a[-1]) + 2 for a in actions}
+        trunc = {a: False for a in actions}
+        self.agents = [a for a in self.agents if not term[a]]
+        return obs, rew, term, trunc, {a: {} for a in actions}
+
+
+class Spawning(Leaving):
+    """Starts with one agent; a new name joins every step up to 4; all truncate at t = 6."""
+
+    def __init__(self):
+        self.possible_agents = ["b_0"]
+
+    def reset(self, seed=None, options=None):
+        self.t, self.agents, self.born = 0, ["b_0"], 1
+        return {"b_0": np.zeros(2, np.float32)}, {"b_0": {}}
+
+    def step(self, actions):
+        self.t += 1
+        obs = {a: np.array([self.t / 10, 0.5], np.float32) for a in actions}
+        if self.born < 4:
+            new = f"b_{self.born}"
+            self.born += 1
+            self.agents.append(new)
+            obs[new] = np.zeros(2, np.float32)
+        trunc = {a: self.t >= 6 for a in self.agents}
+        rew = {a: float(actions.get(a, 0)) for a in self.agents}
+        out = (obs, rew, {a: False for a in self.agents}, trunc, {a: {} for a in self.agents})
+        if self.t >= 6:
+            self.agents = []
+        return out
+
+
+class Masked(Leaving):
+    """Dict observations whose action mask allows only action 2 of 3."""
+
+    @functools.lru_cache(maxsize=None)
+    def observation_space(self, agent):
+        return spaces.Dict({"observation": spaces.Box(-1, 1, (2,), np.float32),
+                            "action_mask": spaces.MultiBinary(3)})
+
+    @functools.lru_cache(maxsize=None)
+    def action_space(self, agent):
+        return spaces.Discrete(3)
+
+    def _wrap(self, obs):
+        return {a: {"observation": o, "action_mask": np.array([0, 0, 1], np.int8)}
+                for a, o in obs.items()}
+
+    def reset(self, seed=None, options=None):
+        obs, infos = super().reset(seed, options)
+        return self._wrap(obs), infos
+
+    def step(self, actions):
+        assert all(v == 2 for v in actions.values()), actions
+        obs, rew, term, trunc, infos = super().step({a: 1 for a in actions})
+        return self._wrap(obs), rew, term, trunc, infos
+
+
+class Mismatched(Leaving):
+    @functools.lru_cache(maxsize=None)
+    def action_space(self, agent):
+        return spaces.Discrete(2 if agent != "a_2" else 3)
+
+
+def act(env, value=1):
+    return {"discrete": np.full((env.num_envs, env.max_agents, 1), value)}
+
+
+def test_agents_that_leave_mid_episode():
+    env = ParallelEnvGroup(Leaving, num_envs=2)
+    step = env.reset(seed=0)
+    assert step.alive.all() and step.obs[0].shape == (2, 3, 2)
+    ends = []
+    for _ in range(4):
+        step = env.step(act(env))
+        ends.append(step.terminated[0].tolist())
+    assert ends[:3] == [[False] * 3, [True, False, False], [False, True, False]]
+    assert ends[3] == [False, False, True] and step.group_done.all()
+    assert not step.group_truncated.any()
+    np.testing.assert_allclose(step.final_obs[0][0, 2], [0.4, 2])
+    assert step.alive.all()  # reset, next episode
+
+
+def test_new_agent_names_up_to_max_agents():
+    env = ParallelEnvGroup(Spawning, num_envs=1, max_agents=4)
+    step = env.reset(seed=0)
+    assert step.alive[0].tolist() == [True, False, False, False]
+    for t in range(1, 6):
+        step = env.step(act(env))
+        assert step.alive[0].sum() == min(t + 1, 4)
+    step = env.step(act(env))
+    assert step.group_done[0] and step.group_truncated[0]
+    assert step.truncated[0].all() and not step.terminated.any()
+    with pytest.raises(ValueError, match="max_agents"):
+        small = ParallelEnvGroup(Spawning, num_envs=1, max_agents=2)
+        small.reset(seed=0)
+        small.step(act(small))
+        small.step(act(small))
+    with pytest.raises(ValueError, match="not in possible_agents; pass max_agents"):
+        fixed = ParallelEnvGroup(Spawning, num_envs=1)
+        fixed.reset(seed=0)
+        fixed.step(act(fixed))
+
+
+def test_dict_observations_with_action_masks_train():
+    env = ParallelEnvGroup(Masked, num_envs=2)
+    step = env.reset(seed=0)
+    assert step.action_mask.shape == (2, 3, 3)
+    assert step.action_mask[..., 2].all() and not step.action_mask[..., :2].any()
+    config = POCAConfig().override({"hyperparameters.batch_size": 32,
+                                    "hyperparameters.buffer_size": 64, "num_envs": 2,
+                                    "network_settings.hidden_units": 16, "max_steps": 300})
+    result = train(Masked, config)  # the env asserts that only allowed actions arrive
+    assert result.episodes > 0
+
+
+def test_mismatched_spaces_fail_naming_the_agents():
+    with pytest.raises(ValueError, match=r"agents 'a_0' and 'a_2' have different spaces"):
+        ParallelEnvGroup(Mismatched)
+
+
+def test_unsupported_spaces_say_what_is_supported():
+    class Texty(Leaving):
+        def observation_space(self, agent):
+            return spaces.Text(5)
+
+    with pytest.raises(TypeError, match="supported: Box"):
+        ParallelEnvGroup(Texty)
+
+
+def test_copies_are_seeded_independently_and_reproducibly():
+    a = ParallelEnvGroup(lambda: GroupParallelEnv(num_agents=2), num_envs=4)
+    b = ParallelEnvGroup(lambda: GroupParallelEnv(num_agents=2), num_envs=4)
+    sa, sb = a.reset(seed=3), b.reset(seed=3)
+    np.testing.assert_array_equal(sa.obs[0], sb.obs[0])
+    goals = sa.obs[0][:, :, 0]
+    assert len({tuple(g) for g in goals}) > 1  # copies draw different goals
+
+
+def test_make_env_from_factory_paths():
+    env = make_env("tests.test_adapters:Leaving", 3)
+    assert isinstance(env, ParallelEnvGroup) and env.num_envs == 3
+    with pytest.raises(TypeError, match="expected a PettingZoo ParallelEnv"):
+        make_env(lambda: 5, 1)
+    with pytest.raises(ValueError, match="cannot load"):
+        make_env("tests.nowhere:Env", 1)
+
+
+def test_goal_through_the_adapter_learns_like_the_native_path():
+    config = POCAConfig.load("goal")
+    adapted = train(lambda: GroupParallelEnv(num_agents=2), config)
+    assert adapted.mean_return() >= 0.9
