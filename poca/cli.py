@@ -69,7 +69,34 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--deterministic", action="store_true", help="most likely actions")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--max-agents", type=int, help="as for train")
+
+    pl = sub.add_parser("play", help="watch or record a trained group")
+    pl.add_argument("env_id")
+    pl.add_argument("--checkpoint", type=Path, required=True)
+    pl.add_argument("--episodes", type=int, default=3)
+    pl.add_argument("--env-kwargs", type=_json_dict, help="default: those it was trained with")
+    pl.add_argument("--render", choices=["human"], help="show a window")
+    pl.add_argument("--record", type=Path, help="write a GIF (needs Pillow)")
+    pl.add_argument("--seed", type=int, default=0)
     return parser
+
+
+def _play(args) -> int:
+    from poca.adapters import make_env
+    from poca.evaluate import load_actor, play
+
+    if args.render is None and args.record is None:
+        raise ValueError("give --render human and/or --record FILE.gif")
+    state = checkpoint.load(args.checkpoint)
+    env = make_env(args.env_id, 1, state["env_kwargs"] if args.env_kwargs is None
+                   else args.env_kwargs)
+    returns = play(load_actor(args.checkpoint, env), env, args.episodes, args.seed, args.render,
+                   args.record)
+    for i, r in enumerate(returns):
+        print(f"episode {i}: group return {r:+.3f}")
+    if args.record:
+        print(f"recorded {args.record}")
+    return 0
 
 
 def _train(args) -> int:
@@ -109,23 +136,29 @@ def _eval(args) -> int:
     state = checkpoint.load(args.checkpoint)
     env_kwargs = state["env_kwargs"] if args.env_kwargs is None else args.env_kwargs
     env = make_env(args.env_id, args.episodes, env_kwargs, args.max_agents)
-    returns = evaluate(load_actor(args.checkpoint, env), env, args.seed, args.deterministic)
+    actor = load_actor(args.checkpoint, env)
+    returns = evaluate(actor, env, args.seed, args.deterministic)
+    team = evaluate(actor, env, args.seed, args.deterministic, team=True)
     result = {"env_id": args.env_id, "episodes": len(returns), "mean": float(returns.mean()),
               "std": float(returns.std()), "min": float(returns.min()),
-              "max": float(returns.max())}
+              "max": float(returns.max()), "team_mean": float(team.mean()),
+              "team_std": float(team.std())}
     if args.json:
         print(json.dumps(result))
     else:
         print(f"group return over {result['episodes']} episodes: {result['mean']:+.3f} "
-              f"± {result['std']:.3f} (min {result['min']:+.3f}, max {result['max']:+.3f})")
+              f"± {result['std']:.3f} (min {result['min']:+.3f}, max {result['max']:+.3f}); "
+              f"team return (group + individual rewards) {result['team_mean']:+.3f} "
+              f"± {result['team_std']:.3f}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"train": _train, "eval": _eval}[args.command](args)
-    except (ValueError, TypeError, FileNotFoundError, checkpoint.CheckpointError) as err:
+        return {"train": _train, "eval": _eval, "play": _play}[args.command](args)
+    except (ValueError, TypeError, FileNotFoundError, ImportError, NotImplementedError,
+            checkpoint.CheckpointError) as err:
         print(f"poca {args.command}: error: {err}", file=sys.stderr)
         return 2
 

@@ -23,9 +23,10 @@ def load_actor(path: str | Path, env: GroupEnv) -> Actor:
     return actor.eval()
 
 
-def evaluate(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = False) -> np.ndarray:
-    """Group return of the first episode of each of `env.num_envs` groups (one episode each,
-    so short episodes are not over-counted)."""
+def evaluate(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = False,
+             team: bool = False) -> np.ndarray:
+    """Group return (with `team`: group + individual rewards) of the first episode of each of
+    `env.num_envs` groups (one episode each, so short episodes are not over-counted)."""
     acting = Acting(actor, env.num_envs, env.spec.num_agents, torch.device("cpu"),
                     torch.Generator().manual_seed(seed))
     step = env.reset(seed=seed)
@@ -34,7 +35,56 @@ def evaluate(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = F
     while running.any():
         nxt = env.step(acting.act(step, deterministic).actions)
         acting.observe(step, nxt)
-        returns += np.where(running, nxt.group_reward, 0.0)
+        reward = nxt.group_reward + (nxt.reward.sum(axis=1) if team else 0.0)
+        returns += np.where(running, reward, 0.0)
         running &= ~nxt.group_done
         step = nxt
     return returns
+
+
+def play(actor: Actor, env: GroupEnv, episodes: int, seed: int = 0, render: str | None = None,
+         record=None, fps: int = 10) -> list[float]:
+    """Watch (render="human") and/or record (a GIF path) a trained group, one env at a time.
+
+    Returns each episode's group return. Recording needs Pillow (`pip install "groupenvs[gif]"`).
+    """
+    from envs.render import EpisodeRenderer
+
+    if env.num_envs != 1:
+        raise ValueError("play() steps one group: make the env with num_envs=1")
+    views = [EpisodeRenderer(env, mode, fps) for mode in
+             (render, "rgb_array" if record else None) if mode]
+    frames, returns = [], []
+    acting = Acting(actor, 1, env.spec.num_agents, torch.device("cpu"),
+                    torch.Generator().manual_seed(seed))
+    for episode in range(episodes):
+        step = env.reset(seed=seed + episode)
+        acting.reset()
+        for view in views:
+            view.start()
+        total, done = 0.0, False
+        while not done:
+            nxt = env.step(acting.act(step).actions)
+            acting.observe(step, nxt)
+            total += float(nxt.group_reward[0])
+            done = bool(nxt.group_done[0])
+            for view in views:
+                view.step(nxt)
+                if view.mode == "rgb_array":
+                    frames.append(view.render())
+            step = nxt
+        returns.append(total)
+    for view in views:
+        view.close()
+    if record:
+        _write_gif(frames, record, fps)
+    return returns
+
+
+def _write_gif(frames: list[np.ndarray], path, fps: int) -> None:
+    try:
+        from PIL import Image
+    except ImportError:
+        raise ImportError('recording GIFs needs Pillow: pip install "groupenvs[gif]"') from None
+    images = [Image.fromarray(f) for f in frames]
+    images[0].save(path, save_all=True, append_images=images[1:], duration=1000 // fps, loop=0)

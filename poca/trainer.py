@@ -264,7 +264,8 @@ class Trainer:
                 f"{self.updates}); training stopped. Last good checkpoint: {last}")
 
     # --- the loop -------------------------------------------------------------------------------
-    def run(self) -> TrainResult:
+    def run(self, until=None) -> TrainResult:
+        """Train to `max_steps` agent-steps, or until `until(self)` is true after an update."""
         cfg = self.config
         writer = _MetricsWriter(self.run_dir, self.progress, cfg.max_steps, self.agent_steps)
         start, interrupted = time.perf_counter(), False
@@ -281,6 +282,8 @@ class Trainer:
                 if (self.run_dir is not None
                         and self.agent_steps - self._saved_at >= cfg.checkpoint_interval):
                     self.save()
+                if until is not None and until(self):
+                    break
         except KeyboardInterrupt:
             interrupted = True
         finally:
@@ -405,12 +408,12 @@ class _MetricsWriter:
 
 def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = None,
           run_dir: str | Path | None = None, resume: bool = False, progress: bool = False,
-          max_agents: int | None = None) -> TrainResult:
+          max_agents: int | None = None, until=None) -> TrainResult:
     """Train MA-POCA; the Python API.
 
     `env_id`: a registered task ("groupenvs/Goal-v0"), a "module:factory" path, or a callable
     returning a PettingZoo ParallelEnv (or, taking `num_envs`, a GroupEnv). `max_agents`: slots
-    for ParallelEnvs that add agents under new names.
+    for ParallelEnvs that add agents under new names. `until(trainer)`: stop early when true.
     """
     from poca.adapters import make_env
 
@@ -427,4 +430,4 @@ def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = No
         (Path(run_dir) / "config.json").write_text(json.dumps(
             {"env_id": name, "env_kwargs": env_kwargs or {}, "config": config.to_dict()},
             indent=2))
-    return trainer.run()
+    return trainer.run(until)

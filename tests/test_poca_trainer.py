@@ -197,3 +197,18 @@ def test_cli_reports_bad_input(tmp_path, capsys):
     assert "valid" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["train", "Goal-v0", "--env-kwargs", "[1]"])
+
+
+def test_cli_play_records_a_gif(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", "Goal-v0", "--config", "goal", "--run-dir", str(run), "--no-progress",
+                 "--max-steps", "2500"]) == 0
+    gif = tmp_path / "play.gif"
+    assert main(["play", "Goal-v0", "--checkpoint", str(run / "checkpoints" / "latest.pt"),
+                 "--episodes", "2", "--record", str(gif)]) == 0
+    from PIL import Image
+
+    with Image.open(gif) as image:
+        assert image.n_frames >= 4 and image.size[0] == 480
+    assert "episode 1: group return" in capsys.readouterr().out
+    assert main(["play", "Goal-v0", "--checkpoint", str(run / "checkpoints" / "latest.pt")]) == 2
