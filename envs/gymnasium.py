@@ -49,7 +49,7 @@ class GroupGymEnv(gymnasium.Env):
     def step(self, action):
         if self._over:
             raise RuntimeError("step() needs a running episode: call reset() first")
-        step = self.core.step(joint_to_core(self.core.spec, _add_env_axis(action), 1))
+        step = self.core.step(joint_to_core(self.core.spec, _add_env_axis(action)))
         ended = bool(step.group_done[0])
         truncated = bool(step.group_truncated[0])
         self._over = ended
@@ -105,7 +105,7 @@ class GroupVectorEnv(VectorEnv):
         return _joint_obs(self.core.spec, step.obs, step.alive, slice(None)), {}
 
     def step(self, actions):
-        step = self.core.step(joint_to_core(self.core.spec, actions, self.num_envs))
+        step = self.core.step(joint_to_core(self.core.spec, actions))
         spec = self.core.spec
         obs = _joint_obs(spec, step.obs, step.alive, slice(None))
         reward = step.group_reward + step.reward.sum(axis=1)

@@ -57,7 +57,7 @@ def joint_action_space(spec: GroupSpec) -> spaces.Space:
     return spaces.Dict(parts) if len(parts) == 2 else next(iter(parts.values()))
 
 
-def joint_to_core(spec: GroupSpec, action, num_envs: int) -> dict:
+def joint_to_core(spec: GroupSpec, action) -> dict:
     """A joint-space action (with a leading env axis) -> the core's action dict."""
     C, branches = spec.action_sizes
     if C and branches:
