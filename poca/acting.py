@@ -16,7 +16,13 @@ from poca.networks import ActionDist, Actor
 
 @dataclass
 class Acted:
+    """One batched decision: the actions for `env.step` and, as tensors on the trainer's
+    device, everything the rollout keeps of the step (converted once, here)."""
+
     actions: dict  # numpy arrays for env.step
+    obs: list[Tensor]  # each [E, A, *shape]: what the agents saw
+    alive: Tensor  # bool [E, A]
+    action_mask: Tensor | None  # bool [E, A, sum(branches)]
     cont: Tensor | None  # [E, A, C] raw samples
     disc: Tensor | None  # [E, A, B]
     log_prob: Tensor  # [E, A, C + B]
@@ -26,6 +32,9 @@ class Acted:
 
 
 class Acting:
+    """The shared actor over a batched env; holds what must persist between steps: each slot's
+    LSTM memory and whether it continues the episode it acted in at the previous step."""
+
     def __init__(self, actor: Actor, num_envs: int, num_agents: int, device: torch.device,
                  generator: torch.Generator):
         self.actor, self.device, self.generator = actor, device, generator
@@ -63,7 +72,7 @@ class Acting:
             actions["continuous"] = cont.cpu().numpy()  # the env clips to [-1, 1]
         if disc is not None:
             actions["discrete"] = disc.cpu().numpy()
-        return Acted(actions, cont, disc, dist.log_prob(cont, disc), starts,
+        return Acted(actions, obs, alive, mask, cont, disc, dist.log_prob(cont, disc), starts,
                      ~self.group_continuing, memory)
 
     def observe(self, step, nxt) -> None:

@@ -75,7 +75,9 @@ class Memory(nn.Module):
     """An LSTM unrolled over time whose state is zeroed where an episode starts.
 
     x [L, B, in], memory [B, m] (h and c side by side), starts bool [L, B] ->
-    (outputs [L, B, m / 2], memory before each step [L, B, m], memory after the last step [B, m]).
+    (outputs [L, B, m / 2], memory before each step [L, B, m] (after zeroing at starts),
+    memory after each step [L, B, m]). `after[t]` is what step t left behind, before any
+    zeroing for a new episode at t + 1: the state to bootstrap a time-limit ending from.
     """
 
     def __init__(self, in_size: int, memory_size: int):
@@ -91,23 +93,25 @@ class Memory(nn.Module):
 
     def forward(self, x: Tensor, memory: Tensor, starts: Tensor):
         h, c = memory.chunk(2, -1)
-        outputs, before = [], []
+        outputs, before, after = [], [], []
         for t in range(x.shape[0]):
             keep = (~starts[t]).unsqueeze(-1).to(x.dtype)
             h, c = h * keep, c * keep
             before.append(torch.cat([h, c], -1))
             h, c = self.cell(x[t], (h, c))
             outputs.append(h)
-        return torch.stack(outputs), torch.stack(before), torch.cat([h, c], -1)
+            after.append(torch.cat([h, c], -1))
+        return torch.stack(outputs), torch.stack(before), torch.stack(after)
 
 
 def _unroll(memory_net: Memory, x: Tensor, memory: Tensor, starts: Tensor):
-    """Run `memory_net` over x [L, *B, in] with memory [*B, m] and starts [L, *B]."""
+    """Run `memory_net` over x [L, *B, in] with memory [*B, m] and starts [L, *B]
+    -> (outputs [L, *B, m / 2], memory before each step, memory after each step [L, *B, m])."""
     L, batch = x.shape[0], x.shape[1:-1]
-    out, before, final = memory_net(x.reshape(L, -1, x.shape[-1]),
+    out, before, after = memory_net(x.reshape(L, -1, x.shape[-1]),
                                     memory.reshape(-1, memory.shape[-1]), starts.reshape(L, -1))
     return (out.reshape(L, *batch, -1), before.reshape(L, *batch, -1),
-            final.reshape(*batch, -1))
+            after.reshape(L, *batch, -1))
 
 
 class Actor(nn.Module):
@@ -141,7 +145,8 @@ class Actor(nn.Module):
         h = self.body(self.encoder(obs))
         final = None
         if self.memory is not None:
-            h, _, final = _unroll(self.memory, h, memory, starts)
+            h, _, after = _unroll(self.memory, h, memory, starts)
+            final = after[-1]
         mean = self.mu(h) if self.mu is not None else None
         logits = []
         if self.logits is not None:
@@ -180,19 +185,19 @@ class Critic(nn.Module):
         nn.init.zeros_(self.head.bias)
 
     def _head(self, pooled: Tensor, count: Tensor, memory, starts):
-        """pooled [*, h], count [*] -> (estimates [*], recurrent states or None)."""
-        h, states = self.body(pooled), None
+        """pooled [*, h], count [*] -> (estimates [*], (memory before, memory after each step)
+        or (None, None) without memory)."""
+        h, states = self.body(pooled), (None, None)
         if self.memory is not None:
-            h, before, final = _unroll(self.memory, h, memory, starts)
-            states = (before, final)
+            h, *states = _unroll(self.memory, h, memory, starts)
         # ML-Agents' agent-count feature, 2n/n_max - 1; n_max is the slot count of the task.
         feature = 2 * count.to(h.dtype) / self.num_agents - 1
         return self.head(torch.cat([h, feature.unsqueeze(-1)], -1)).squeeze(-1), states
 
     def value(self, obs: list[Tensor], alive: Tensor, memory: Tensor | None = None,
               starts: Tensor | None = None):
-        """obs [*, A, ...], alive [*, A] -> (V [*], recurrent states or None).
-        With memory: time-major, memory [*batch, m] of the V stream."""
+        """obs [*, A, ...], alive [*, A] -> (V [*], (memory before, after each step)).
+        With memory: time-major, memory [*batch, m] of the V stream; without, (None, None)."""
         x = self.obs_embed(self.encoder(obs))
         lead = alive.shape[:-1]
         pooled = self.attention(x.reshape(-1, *x.shape[-2:]), alive.reshape(-1, alive.shape[-1]))
@@ -201,7 +206,7 @@ class Critic(nn.Module):
     def forward(self, obs: list[Tensor], cont: Tensor | None, disc: Tensor | None,
                 alive: Tensor, memory: Tensor | None = None, starts: Tensor | None = None):
         """obs [*, A, ...], actions [*, A, ...], alive [*, A] ->
-        (V [*], baselines b [*, A], recurrent states or None).
+        (V [*], baselines b [*, A], (memory before, after each step)).
 
         The 1 + A entity sets (the group's, then one per agent i) share one attention pass.
         With memory: time-major [L, *batch, ...], memory [*batch, 1 + A, m], starts

@@ -12,16 +12,19 @@ import csv
 import json
 import math
 import time
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from envs.core import GroupEnv
 from poca import checkpoint
 from poca.config import POCAConfig
-from poca.loss import clipped_value_loss, linear_decay, masked_mean, policy_loss
+from poca.loss import (clipped_value_loss, explained_variance, linear_decay, masked_mean,
+                       policy_diagnostics, policy_loss)
 from poca.networks import Actor, Critic
 from poca.acting import Acting
 from poca.rollout import Rollout, lambda_returns, next_values, normalized, to_units
@@ -56,8 +59,10 @@ def _adam(params, lr: float) -> torch.optim.Adam:
         return torch.optim.Adam(params, lr=lr, foreach=True)
 
 
-def _tensors(arrays, device):
-    return [torch.as_tensor(a, device=device) for a in arrays]
+# The joint loss, as ML-Agents' POCA optimizer weighs it (poca/optimizer_torch.py):
+# policy + 0.5 * (value + 0.5 * baseline) - beta * entropy.
+VALUE_COEF = 0.5
+BASELINE_COEF = 0.5
 
 
 class Trainer:
@@ -90,7 +95,8 @@ class Trainer:
         self._group_return = np.zeros(self.env.num_envs)
         self._team_return = np.zeros(self.env.num_envs)
         self.acting.reset()
-        if self.critic.memory is not None:  # one LSTM state per env for V and each baseline
+        self._critic_memory = None  # with memory: one LSTM state per env for V and each b_i
+        if self.critic.memory is not None:
             m = 2 * self.critic.memory.cell.hidden_size
             self._critic_memory = torch.zeros(self.env.num_envs, 1 + self.spec.num_agents, m,
                                               device=self.device)
@@ -98,43 +104,44 @@ class Trainer:
     # --- collecting -----------------------------------------------------------------------------
     def collect(self) -> Rollout:
         """Step every env until the rollout holds more than `buffer_size` agent-steps."""
-        dev, buffer_size = self.device, self.config.hyperparameters.buffer_size
-        steps, final_obs, final_alive = [], [], []
+        buffer_size = self.config.hyperparameters.buffer_size
+        obs, acted_cols, env_cols = [], defaultdict(list), defaultdict(list)
+        final_obs, final_alive = [], []
         collected, step = 0, self._step
         while collected <= buffer_size:
             acted = self.acting.act(step)
-            nxt = self.env.step(acted.actions)
-            self.acting.observe(step, nxt)
-            steps.append((_tensors(step.obs, dev), torch.as_tensor(step.alive, device=dev),
-                          acted.cont, acted.disc, acted.log_prob,
-                          None if step.action_mask is None else torch.as_tensor(step.action_mask),
-                          nxt.group_reward + nxt.reward.sum(axis=1), nxt.group_done,
-                          nxt.group_truncated, acted.starts, acted.group_starts, acted.memory))
-            if nxt.group_truncated.any():
-                rows = np.flatnonzero(nxt.group_truncated)
-                final_obs.append([o[rows] for o in nxt.final_obs])
-                final_alive.append(nxt.truncated[rows])
+            after = self.env.step(acted.actions)
+            self.acting.observe(step, after)
+            obs.append(acted.obs)
+            for name in ("alive", "cont", "disc", "log_prob", "action_mask", "starts",
+                         "group_starts"):
+                acted_cols[name].append(getattr(acted, name))
+            acted_cols["actor_memory"].append(acted.memory)
+            env_cols["team_reward"].append(after.group_reward + after.reward.sum(axis=1))
+            env_cols["group_done"].append(after.group_done)
+            env_cols["group_truncated"].append(after.group_truncated)
+            if after.group_truncated.any():
+                rows = np.flatnonzero(after.group_truncated)
+                final_obs.append([o[rows] for o in after.final_obs])
+                final_alive.append(after.truncated[rows])
             collected += int(step.alive.sum())
-            self._log_episodes(nxt, self.agent_steps + collected)
-            step = nxt
+            self._log_episodes(after, self.agent_steps + collected)
+            step = after
         self._step = step
-        cols = list(zip(*steps))
-        stack = lambda xs: torch.stack(list(xs)) if xs[0] is not None else None  # noqa: E731
-        as_t = lambda xs: torch.as_tensor(np.stack(xs), device=dev)  # noqa: E731
-        n_obs = len(self.spec.obs)
+        dev, A = self.device, self.spec.num_agents
         return Rollout(
-            obs=[torch.stack([o[i] for o in cols[0]]) for i in range(n_obs)],
-            alive=stack(cols[1]), cont=stack(cols[2]), disc=stack(cols[3]),
-            log_prob=stack(cols[4]), action_mask=stack(cols[5]),
-            team_reward=as_t(cols[6]).float(), group_done=as_t(cols[7]),
-            group_truncated=as_t(cols[8]), starts=stack(cols[9]), group_starts=stack(cols[10]),
-            actor_memory=stack(cols[11]),
-            next_obs=_tensors(step.obs, dev), next_alive=torch.as_tensor(step.alive, device=dev),
+            obs=[torch.stack(component) for component in zip(*obs)],
+            **{name: None if col[0] is None else torch.stack(col)
+               for name, col in acted_cols.items()},
+            **{name: torch.as_tensor(np.stack(col), device=dev)
+               for name, col in env_cols.items()},
+            next_obs=[torch.as_tensor(o, device=dev) for o in step.obs],
+            next_alive=torch.as_tensor(step.alive, device=dev),
             next_group_start=~self.acting.group_continuing,
-            final_obs=[torch.as_tensor(np.concatenate([f[i] for f in final_obs]), device=dev)
-                       for i in range(n_obs)] if final_obs else [],
+            final_obs=[torch.as_tensor(np.concatenate(component), device=dev)
+                       for component in zip(*final_obs)],
             final_alive=torch.as_tensor(np.concatenate(final_alive), device=dev)
-            if final_alive else torch.zeros((0, self.spec.num_agents), dtype=torch.bool))
+            if final_alive else torch.zeros((0, A), dtype=torch.bool, device=dev))
 
     def _log_episodes(self, step, agent_steps: int) -> None:
         self._group_return += step.group_reward
@@ -157,105 +164,117 @@ class Trainer:
 
     @torch.no_grad()
     def _estimates(self, ro: Rollout):
-        """The critic over the whole rollout: V [T, E], b [T, E, A], next values [T, E] and,
-        with memory, the critic's memory before every step [T, E, 1 + A, m]."""
-        T, E, A = ro.alive.shape
-        stream_starts = torch.cat([ro.group_starts[..., None], ro.starts], -1)  # [T, E, 1 + A]
-        if self.critic.memory is None:
-            flat = lambda x: None if x is None else x.reshape(T * E, *x.shape[2:])  # noqa: E731
-            value, baseline, _ = self.critic([flat(o) for o in ro.obs], flat(ro.cont),
-                                             flat(ro.disc), flat(ro.alive))
-            value, baseline, before = value.view(T, E), baseline.view(T, E, A), None
-            bootstrap, _ = self.critic.value(ro.next_obs, ro.next_alive)
-            final_value = (self.critic.value(ro.final_obs, ro.final_alive)[0] if ro.final_obs
-                           else value.new_zeros(0))
-        else:  # one pass through time from the memory carried over from the last rollout
-            value, baseline, (before, final) = self.critic(
-                ro.obs, ro.cont, ro.disc, ro.alive, self._critic_memory, stream_starts)
-            self._critic_memory = final
-            bootstrap, _ = self.critic.value([o[None] for o in ro.next_obs], ro.next_alive[None],
-                                             final[:, 0], ro.next_group_start[None])
-            bootstrap = bootstrap[0]
-            after = torch.cat([before[1:], final[None]])[..., 0, :]  # V stream after each step
-            final_value = (self.critic.value(
-                [o[None] for o in ro.final_obs], ro.final_alive[None], after[ro.group_truncated],
-                torch.zeros(1, len(ro.final_alive), dtype=torch.bool))[0][0] if ro.final_obs
-                else value.new_zeros(0))
-        nxt = next_values(value, bootstrap, final_value, ro.group_done, ro.group_truncated)
-        return value, baseline, nxt, before, stream_starts
+        """The critic over the whole rollout in one pass through time (carrying its memory over
+        from the last rollout): V [T, E], baselines [T, E, A], the group value each step
+        bootstraps from [T, E], the critic's memory before every step [T, E, 1 + A, m] (None
+        without memory), and where each of the 1 + A streams starts an episode [T, E, 1 + A]."""
+        stream_starts = torch.cat([ro.group_starts[..., None], ro.starts], -1)
+        value, baseline, (memory_before, memory_after) = self.critic(
+            ro.obs, ro.cont, ro.disc, ro.alive, self._critic_memory, stream_starts)
+        last = v_stream = None
+        if memory_after is not None:
+            last, v_stream = memory_after[-1], torch.cat([memory_before[1:], memory_after[-1:]])[..., 0, :]
+        self._critic_memory = last
+        bootstrap = self.critic.value([o[None] for o in ro.next_obs], ro.next_alive[None],
+                                      None if last is None else last[:, 0],
+                                      ro.next_group_start[None])[0][0]
+        final_value = value.new_zeros(0)
+        if ro.final_obs:  # time-limit endings: V of the final view, from the memory that the
+            # truncated step left behind (not the one zeroed for the next episode)
+            n = len(ro.final_alive)
+            final_value = self.critic.value(
+                [o[None] for o in ro.final_obs], ro.final_alive[None],
+                None if v_stream is None else v_stream[ro.group_truncated],
+                torch.zeros(1, n, dtype=torch.bool, device=self.device))[0][0]
+        next_value = next_values(value, bootstrap, final_value, ro.group_done,
+                                 ro.group_truncated)
+        return value, baseline, next_value, memory_before, stream_starts
 
     def update(self, ro: Rollout) -> dict[str, float]:
+        """One MA-POCA update on a rollout: returns, advantages, then `num_epoch` epochs of
+        clipped-surrogate minibatch steps for the actor, V and the baselines together."""
         cfg, hp = self.config, self.config.hyperparameters
-        T, E, A = ro.alive.shape
+        # 1. Normalizer statistics see the new observations first (as in ML-Agents).
         if cfg.network_settings.normalize:
             for net in (self.actor, self.critic):
                 net.encoder.update_normalizers(ro.obs, ro.alive)
-        value, baseline, nxt, critic_memory, stream_starts = self._estimates(ro)
+        # 2. The critic's estimates, per-agent lambda-returns and counterfactual advantages.
+        value, baseline, next_value, critic_memory, stream_starts = self._estimates(ro)
         reward = ro.team_reward * cfg.reward_signals.extrinsic.strength
-        returns = lambda_returns(reward, value, nxt, ro.alive, ro.group_done,
+        returns = lambda_returns(reward, value, next_value, ro.alive, ro.group_done,
                                  cfg.reward_signals.extrinsic.gamma, hp.lambd, cfg.time_horizon)
         advantage = normalized(returns - baseline, ro.alive)
 
-        # Train on sequences of `length` steps of one env (single steps without memory); each
-        # starts from the memories stored for its first step.
-        recurrent = self.actor.memory is not None
-        length = cfg.network_settings.memory.sequence_length if recurrent else 1
-        units = {k: to_units(v, length) for k, v in {
+        # 3. Minibatch units: sequences of `length` steps of one env (single steps without
+        # memory), each starting from the memories stored for its first step.
+        memory = cfg.network_settings.memory
+        length = memory.sequence_length if memory is not None else 1
+        units = {name: to_units(x, length) for name, x in {
             "alive": ro.alive, "cont": ro.cont, "disc": ro.disc, "mask": ro.action_mask,
-            "old_log_prob": ro.log_prob, "value": value, "baseline": baseline,
+            "old_log_prob": ro.log_prob, "old_value": value, "old_baseline": baseline,
             "returns": returns, "advantage": advantage, "starts": ro.starts,
             "stream_starts": stream_starts}.items()}
         obs_units = [to_units(o, length) for o in ro.obs]
-        if recurrent:
-            units["actor_memory"] = to_units(ro.actor_memory, length)[:, 0]
-            units["critic_memory"] = to_units(critic_memory, length)[:, 0]
+        first_memory = {name: None if x is None else to_units(x, length)[:, 0]
+                        for name, x in (("actor", ro.actor_memory), ("critic", critic_memory))}
 
-        def batch(x, idx):  # [n, L, ...] -> time-major [L, n, ...], or [n, ...] without memory
-            return None if x is None else (x[idx].transpose(0, 1) if recurrent else x[idx, 0])
+        def time_major(x, idx):  # [n, L, ...] -> [L, n, ...]
+            return None if x is None else x[idx].transpose(0, 1)
 
+        # 4. Epochs of minibatch steps on the joint loss.
         lr, epsilon, beta = self.schedules()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         n_batches = max(1, ro.agent_steps // hp.batch_size)
-        sums = {"policy_loss": 0.0, "value_loss": 0.0, "baseline_loss": 0.0, "entropy": 0.0}
+        sums: dict[str, Tensor] = defaultdict(float)
         for _ in range(hp.num_epoch):
             order = torch.randperm(len(units["alive"]), generator=self.generator,
                                    device=self.device)
             for idx in order.chunk(n_batches):
-                u = {k: batch(v, idx) for k, v in units.items() if k not in (
-                    "actor_memory", "critic_memory")}
-                o = [batch(x, idx) for x in obs_units]
-                memories = ((units["actor_memory"][idx], u["starts"]),
-                            (units["critic_memory"][idx], u["stream_starts"])) if recurrent \
-                    else ((None, None), (None, None))
-                al, g = u["alive"], u["returns"]
-                dist, _ = self.actor(o, u["mask"], *memories[0])
-                v, b, _ = self.critic(o, u["cont"], u["disc"], al, *memories[1])
+                mb = {name: time_major(x, idx) for name, x in units.items()}
+                mb_obs = [time_major(x, idx) for x in obs_units]
+                mb_memory = {name: None if x is None else x[idx]
+                             for name, x in first_memory.items()}
+                alive, returns_mb = mb["alive"], mb["returns"]
+                dist, _ = self.actor(mb_obs, mb["mask"], mb_memory["actor"], mb["starts"])
+                new_value, new_baseline, _ = self.critic(
+                    mb_obs, mb["cont"], mb["disc"], alive, mb_memory["critic"],
+                    mb["stream_starts"])
+                log_prob = dist.log_prob(mb["cont"], mb["disc"])
                 losses = {
-                    "policy_loss": policy_loss(dist.log_prob(u["cont"], u["disc"]),
-                                               u["old_log_prob"], u["advantage"], al, epsilon),
+                    "policy_loss": policy_loss(log_prob, mb["old_log_prob"], mb["advantage"],
+                                               alive, epsilon),
                     # V is the group's estimate, regressed on each agent's return
-                    "value_loss": clipped_value_loss(v[..., None].expand_as(g),
-                                                     u["value"][..., None].expand_as(g), g, al,
-                                                     epsilon),
-                    "baseline_loss": clipped_value_loss(b, u["baseline"], g, al, epsilon),
-                    "entropy": masked_mean(dist.entropy(), al),
+                    "value_loss": clipped_value_loss(
+                        new_value[..., None].expand_as(returns_mb),
+                        mb["old_value"][..., None].expand_as(returns_mb), returns_mb, alive,
+                        epsilon),
+                    "baseline_loss": clipped_value_loss(new_baseline, mb["old_baseline"],
+                                                        returns_mb, alive, epsilon),
+                    "entropy": masked_mean(dist.entropy(), alive),
                 }
-                loss = (losses["policy_loss"] + 0.5 * (losses["value_loss"]
-                        + 0.5 * losses["baseline_loss"]) - beta * losses["entropy"])
+                loss = (losses["policy_loss"]
+                        + VALUE_COEF * (losses["value_loss"]
+                                        + BASELINE_COEF * losses["baseline_loss"])
+                        - beta * losses["entropy"])
                 if not torch.isfinite(loss):
                     raise TrainingDiverged(self._diverged_message("loss"))
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 self.optimizer.step()
-                for k, val in losses.items():
-                    sums[k] += val.item()
+                diagnostics = policy_diagnostics(log_prob.detach(), mb["old_log_prob"], alive,
+                                                 epsilon, self.spec.continuous_size)
+                for name, val in {**losses, **diagnostics}.items():
+                    sums[name] = sums[name] + val.detach()
         if not all(torch.isfinite(p).all() for p in self.params):
             raise TrainingDiverged(self._diverged_message("a parameter"))
         self.updates += 1
         n = hp.num_epoch * n_batches
-        return {**{k: val / n for k, val in sums.items()}, "learning_rate": lr,
-                "epsilon": epsilon, "beta": beta,
+        return {**{name: float(total) / n for name, total in sums.items()},
+                "explained_variance_value": explained_variance(
+                    value[..., None].expand_as(returns), returns, ro.alive),
+                "explained_variance_baseline": explained_variance(baseline, returns, ro.alive),
+                "learning_rate": lr, "epsilon": epsilon, "beta": beta,
                 "value_estimate": float(value[ro.alive.any(-1)].mean())}
 
     def _diverged_message(self, what: str) -> str:
@@ -342,6 +361,8 @@ class _MetricsWriter:
     FIELDS = ["agent_steps", "episodes", "mean_group_return", "mean_team_return",
               "agent_steps_per_s", "wall_s",
               "policy_loss", "value_loss", "baseline_loss", "entropy", "value_estimate",
+              "approx_kl", "clip_fraction_continuous", "clip_fraction_discrete",
+              "explained_variance_value", "explained_variance_baseline",
               "learning_rate", "epsilon", "beta"]
 
     def __init__(self, run_dir: Path | None, progress: bool, total: int, initial: int):
@@ -357,7 +378,7 @@ class _MetricsWriter:
             run_dir.mkdir(parents=True, exist_ok=True)
             new = not (run_dir / "metrics.csv").exists()
             self.file = open(run_dir / "metrics.csv", "a", newline="")
-            self.csv = csv.DictWriter(self.file, fieldnames=self.FIELDS)
+            self.csv = csv.DictWriter(self.file, fieldnames=self.FIELDS, restval="")
             if new:
                 self.csv.writeheader()
             try:
@@ -379,6 +400,8 @@ class _MetricsWriter:
             self.bar.set_postfix(episodes=trainer.episodes,
                                  group_return=f"{np.mean(recent):+.3f}" if recent else "n/a",
                                  team_return=f"{np.mean(team):+.3f}" if team else "n/a",
+                                 kl=f"{stats['approx_kl']:.4f}",
+                                 ev=f"{stats['explained_variance_baseline']:.2f}",
                                  steps_per_s=f"{self._rate(trainer):,.0f}")
 
     def summary(self, trainer, stats) -> None:
