@@ -173,7 +173,7 @@ class Trainer:
             ro.obs, ro.cont, ro.disc, ro.alive, self._critic_memory, stream_starts)
         last = v_stream = None
         if memory_after is not None:
-            last, v_stream = memory_after[-1], torch.cat([memory_before[1:], memory_after[-1:]])[..., 0, :]
+            last, v_stream = memory_after[-1], memory_after[..., 0, :]
         self._critic_memory = last
         bootstrap = self.critic.value([o[None] for o in ro.next_obs], ro.next_alive[None],
                                       None if last is None else last[:, 0],

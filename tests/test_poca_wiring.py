@@ -1,0 +1,102 @@
+"""The trainer's wiring: what reaches the pure POCA functions (critic estimates, bootstraps,
+diagnostics) is checked against independent one-pass evaluations."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from poca.adapters import make_env
+from poca.config import POCAConfig
+from poca.loss import explained_variance, policy_diagnostics
+from poca.trainer import Trainer
+
+MEMORY = {"network_settings.memory": {"memory_size": 16, "sequence_length": 8}}
+
+
+def _trainer(env_id="Goal-v0", env_kwargs=None, overrides=None, num_envs=4):
+    config = POCAConfig.load("goal").override(
+        {"num_envs": num_envs, "hyperparameters.buffer_size": 256,
+         "hyperparameters.batch_size": 64, **(overrides or {})})
+    env = make_env(env_id, config.num_envs, env_kwargs or {}, None)
+    return Trainer(env, config, progress=False)
+
+
+def test_recurrent_truncation_bootstraps_from_the_episodes_own_memory():
+    """The value of a time-limit ending equals the recurrent critic run once over that episode
+    from its start, with the final view appended (not a memory zeroed for the next episode)."""
+    trainer = _trainer("GoalMemory-v0", {"max_steps": 7}, MEMORY)
+    trainer.update(trainer.collect())  # the critic's weights and carried memory are not fresh
+    ro = trainer.collect()
+    assert ro.group_truncated.any()
+    carried = trainer._critic_memory.clone()
+    next_value = trainer._estimates(ro)[2]
+    critic, checked = trainer.critic, 0
+    for k, (t, e) in enumerate(ro.group_truncated.nonzero().tolist()):
+        begun = ro.group_starts[: t + 1, e].nonzero().flatten()
+        t0 = int(begun[-1]) if len(begun) else 0
+        memory = (torch.zeros_like(carried[e, 0]) if len(begun) else carried[e, 0])[None]
+        obs = [torch.cat([o[t0:t + 1, e], f[k][None]])[:, None] for o, f in
+               zip(ro.obs, ro.final_obs)]
+        alive = torch.cat([ro.alive[t0:t + 1, e], ro.final_alive[k][None]])[:, None]
+        starts = torch.zeros(alive.shape[0], 1, dtype=torch.bool)
+        starts[0] = bool(len(begun))
+        with torch.no_grad():
+            values, _ = critic.value(obs, alive, memory, starts)
+        assert float(next_value[t, e]) == pytest.approx(float(values[-1, 0]), abs=1e-5), (t, e)
+        checked += 1
+    assert checked >= 4
+
+
+def test_terminated_and_ongoing_bootstraps_without_memory():
+    """Without memory: a terminated group bootstraps from 0, a truncated one from V(final view),
+    the last step of the rollout from V of the next observation."""
+    trainer = _trainer("Goal-v0", {"max_steps": 9})
+    ro = trainer.collect()
+    value, _, next_value, memory, _ = trainer._estimates(ro)
+    assert memory is None
+    done, trunc = ro.group_done, ro.group_truncated
+    assert (done & ~trunc).any() and trunc.any()
+    assert torch.all(next_value[done & ~trunc] == 0)
+    with torch.no_grad():
+        final, _ = trainer.critic.value(ro.final_obs, ro.final_alive)
+        last, _ = trainer.critic.value(ro.next_obs, ro.next_alive)
+    torch.testing.assert_close(next_value[trunc], final, atol=1e-5, rtol=0)
+    goes_on = ~done[-1]
+    torch.testing.assert_close(next_value[-1][goes_on], last[goes_on], atol=1e-5, rtol=0)
+    torch.testing.assert_close(next_value[:-1][~done[:-1]], value[1:][~done[:-1]])
+
+
+@pytest.mark.parametrize("action_sizes", [(0, 1), (1, 0), (1, 1)])
+def test_update_reports_ppo_diagnostics(action_sizes):
+    trainer = _trainer("Goal-v0", {"action_sizes": action_sizes})
+    stats = trainer.update(trainer.collect())
+    assert 0 <= stats["approx_kl"] < 1
+    for kind, size in zip(("continuous", "discrete"), action_sizes):
+        key = f"clip_fraction_{kind}"
+        assert (key in stats) == bool(size)
+        if size:
+            assert 0 <= stats[key] <= 1
+    for key in ("explained_variance_value", "explained_variance_baseline"):
+        assert stats[key] <= 1 and math.isfinite(stats[key])
+
+
+def test_policy_diagnostics_values():
+    old = torch.zeros(4, 2)  # two components: one continuous dim, one discrete branch
+    new = torch.tensor([[0.0, 0.0], [0.5, 0.0], [0.0, -0.5], [0.1, 0.0]])
+    mask = torch.tensor([True, True, True, False])
+    out = policy_diagnostics(new, old, mask, epsilon=0.2, num_continuous=1)
+    joint = torch.tensor([0.0, 0.5, -0.5])
+    assert float(out["approx_kl"]) == pytest.approx(float((joint.exp() - 1 - joint).mean()))
+    assert float(out["clip_fraction_continuous"]) == pytest.approx(1 / 3)
+    assert float(out["clip_fraction_discrete"]) == pytest.approx(1 / 3)
+
+
+def test_explained_variance():
+    target = torch.tensor([1.0, 2.0, 3.0, 100.0])
+    mask = torch.tensor([True, True, True, False])
+    assert explained_variance(target, target, mask) == 1.0
+    assert explained_variance(torch.full((4,), 2.0), target, mask) == pytest.approx(0.0)
+    assert explained_variance(-target, target, mask) < 0
+    assert np.isnan(explained_variance(target, torch.ones(4), mask))
