@@ -87,8 +87,13 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 
 
 def env_keys(seed: int, num_envs: int) -> np.ndarray:
-    """uint64 [E]: one independent random stream key per env index."""
-    return _splitmix64(np.uint64(seed) ^ np.arange(num_envs, dtype=np.uint64))
+    """uint64 [E]: one random stream key per (seed, env index) pair.
+
+    The seed is hashed before the index is mixed in, so no two seeds share a key for any E (a
+    plain `seed ^ index` would make seeds 0..E-1 permutations of the same E streams), while env
+    i's key does not depend on E."""
+    seed_hash = _splitmix64(np.array([seed], dtype=np.uint64))
+    return _splitmix64(seed_hash ^ np.arange(num_envs, dtype=np.uint64))
 
 
 def hash_bits(keys: np.ndarray, episode: np.ndarray, step: np.ndarray | int) -> np.ndarray:

@@ -152,7 +152,7 @@ class ParallelEnvGroup(GroupEnv):
 
     # -- GroupEnv hooks --
     def _reset_envs(self, idx):
-        seeds = self.random_bits(idx) >> np.uint64(33)  # each copy, each episode: its own seed
+        seeds = self.random_bits(idx) >> np.uint64(1)  # each copy, each episode: its own seed
         for e, seed in zip(idx.tolist(), seeds.tolist()):
             obs, infos = self.copies[e].reset(seed=int(seed))
             self.slots[e] = {} if not self.fixed_slots else {

@@ -175,6 +175,16 @@ def test_copies_are_seeded_independently_and_reproducibly():
     np.testing.assert_array_equal(sa.obs[0], sb.obs[0])
     goals = sa.obs[0][:, :, 0]
     assert len({tuple(g) for g in goals}) > 1  # copies draw different goals
+    seen = []
+
+    class Recording(GroupParallelEnv):
+        def reset(self, seed=None, options=None):
+            seen.append(seed)
+            return super().reset(seed, options)
+
+    for seed in range(64):
+        ParallelEnvGroup(Recording, num_envs=16).reset(seed=seed)
+    assert len(set(seen)) == len(seen) == 64 * 16  # no two copies of any seeds share a seed
 
 
 def test_make_env_from_factory_paths():

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import envs
-from envs.core import GroupStep
+from envs.core import GroupStep, env_keys
 
 
 def random_actions(rng, env):
@@ -54,6 +54,14 @@ def test_env_episodes_do_not_depend_on_batch_size():
             np.testing.assert_array_equal(getattr(a, f)[:1], getattr(b, f))
         act = random_actions(rng, big)
         a, b = big.step(act), small.step({k: v[:1] for k, v in act.items()})
+
+
+@pytest.mark.parametrize("num_envs", [1, 16, 64, 1024])
+def test_seeds_never_share_an_env_stream(num_envs):
+    keys = np.concatenate([env_keys(seed, num_envs) for seed in range(256)])
+    assert len(np.unique(keys)) == len(keys)
+    # and env i's stream does not depend on how many envs run beside it
+    np.testing.assert_array_equal(env_keys(5, num_envs), env_keys(5, 1024)[:num_envs])
 
 
 def test_reset_without_seed_starts_fresh_episodes():
