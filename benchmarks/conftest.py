@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 import json
+import statistics
+import time
 from pathlib import Path
 
 import pytest
 
 BASELINE = Path(__file__).with_name("baseline.json")
+STRICT_FACTOR = 2.0  # --bench-strict: median steps-to-threshold at most this x the baseline
 
 
 def pytest_addoption(parser):
+    from benchmarks.breaks import BREAKS
+
     group = parser.getgroup("benchmarks")
     group.addoption("--bench-seeds", type=int, default=1, help="seeds per case (default 1)")
     group.addoption("--bench-report", default="bench-results",
                     help="folder for JSON records and learning-curve plots")
+    group.addoption("--bench-strict", action="store_true",
+                    help=f"fail a case whose median steps-to-threshold exceeds "
+                         f"{STRICT_FACTOR:g}x benchmarks/baseline.json")
+    group.addoption("--break", dest="break_name", choices=sorted(BREAKS),
+                    help="apply one deliberate break of MA-POCA (benchmarks/breaks.py)")
 
 
 def pytest_generate_tests(metafunc):
@@ -30,31 +40,75 @@ def report_dir(request) -> Path:
     return path
 
 
-def pytest_terminal_summary(terminalreporter, config):
+@pytest.fixture(scope="session")
+def break_name(request) -> str | None:
+    return request.config.getoption("break_name")
+
+
+def pytest_sessionstart(session):
+    session.config._bench_started = time.time()
+
+
+def _records(config) -> list[dict]:
     folder = Path(config.getoption("--bench-report"))
+    started = getattr(config, "_bench_started", 0)
     records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] \
         if folder.is_dir() else []
-    started = getattr(config, "_bench_started", None)
-    records = [r for r in records if started is None or r["finished_at"] >= started]
+    return [r for r in records if r["finished_at"] >= started]
+
+
+def _by_case(records: list[dict]) -> dict[str, list[dict]]:
+    cases: dict[str, list[dict]] = {}
+    for r in records:
+        cases.setdefault(r["case"], []).append(r)
+    return cases
+
+
+def _too_slow(records: list[dict], baseline: dict) -> dict[str, float]:
+    """case -> median steps-to-threshold / baseline, for cases over STRICT_FACTOR (a seed that
+    never reached the threshold counts as the whole budget)."""
+    slow = {}
+    for case, rs in _by_case(records).items():
+        base = baseline.get(case, {}).get("steps_to_threshold")
+        if not base:
+            continue
+        median = statistics.median(r["steps_to_threshold"] or r["budget"] for r in rs)
+        if median > STRICT_FACTOR * base:
+            slow[case] = median / base
+    return slow
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if session.config.getoption("--bench-strict") and not hasattr(session.config, "workerinput"):
+        baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
+        if _too_slow(_records(session.config), baseline) and exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    records = _records(config)
     if not records:
         return
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
     write = terminalreporter.write_line
+    broken = {r["break"] for r in records if r.get("break")}
     write("")
-    write(f"{'case':34s} {'seed':>4s} {'pass':>5s} {'steps to 0.9':>12s} {'baseline':>9s} "
-          f"{'wall s':>7s} {'steps/s':>8s} {'final':>7s}")
-    for r in records:
-        base = baseline.get(r["case"], {}).get("steps_to_threshold")
-        steps = r["steps_to_threshold"]
-        write(f"{r['case']:34s} {r['seed']:4d} {'yes' if r['passed'] else 'NO':>5s} "
-              f"{steps if steps is not None else '-':>12} {base if base is not None else '-':>9} "
-              f"{r['wall_seconds']:7.1f} {r['agent_steps_per_s']:8.0f} "
-              f"{r['final_return']:+7.3f}")
-        if steps is not None and base and steps > 1.5 * base:
-            write(f"  ^ {r['case']}: needs {steps / base:.1f}x the baseline's agent-steps")
-
-
-def pytest_sessionstart(session):
-    import time
-
-    session.config._bench_started = time.time()
+    if broken:
+        write(f"break applied: {', '.join(sorted(broken))}")
+    write(f"{'case':34s} {'pass':>5s} {'median steps to thr':>19s} {'baseline':>9s} "
+          f"{'final (eval)':>13s} {'wall s':>7s} {'steps/s':>8s}")
+    for case, rs in _by_case(records).items():
+        steps = sorted(r["steps_to_threshold"] for r in rs if r["steps_to_threshold"])
+        median = statistics.median(steps) if steps else None
+        base = baseline.get(case, {}).get("steps_to_threshold")
+        finals = [r["final_return"] for r in rs]
+        write(f"{case:34s} {sum(r['passed'] for r in rs):>2d}/{len(rs):<2d} "
+              f"{median if median is not None else '-':>19} "
+              f"{base if base is not None else '-':>9} "
+              f"{statistics.mean(finals):+13.3f} "
+              f"{sum(r['wall_seconds'] for r in rs):7.1f} "
+              f"{statistics.mean(r['agent_steps_per_s'] for r in rs):8.0f}")
+    for case, ratio in _too_slow(records, baseline).items():
+        write(f"  ^ {case}: median steps-to-threshold is {ratio:.1f}x the baseline"
+              + (" (fails with --bench-strict)" if not config.getoption("--bench-strict")
+                 else " -> FAILED (--bench-strict)"))

@@ -1,6 +1,7 @@
 """The rollout buffer [T, E, A, ...] and MA-POCA's returns, as pure functions of tensors.
 
-Bootstrap rules (DESIGN.md), for an agent acting at step t of env e:
+Bootstrap rules (MA-POCA, Cohen et al., arXiv 2111.05992, §4), for an agent acting at step t of
+env e:
 - still acting at t+1 in the same episode: the lambda-recursion goes on;
 - it ended but its group goes on: bootstrap from the *group's* value at t+1, V(s_{t+1}), computed
   from the agents that remain (posthumous credit: what the group achieves later reaches it);
@@ -19,6 +20,9 @@ from torch import Tensor
 
 @dataclass
 class Rollout:
+    """One rollout of every env, time-major: what the agents saw and did at each step t, what
+    the step paid, and how episodes ended (the critic's inputs for the bootstraps)."""
+
     obs: list[Tensor]  # each [T, E, A, *shape]
     alive: Tensor  # bool [T, E, A]: acting at t
     cont: Tensor | None  # [T, E, A, C] raw sampled continuous actions
@@ -55,12 +59,29 @@ def next_values(value: Tensor, bootstrap: Tensor, final_value: Tensor, group_don
     return nxt
 
 
+def team_reward(group_reward, reward):
+    """[T, E] (or [E]): what every agent of a group learns from, the group reward plus the sum
+    of the step's individual rewards (numpy or torch)."""
+    return group_reward + reward.sum(axis=-1)
+
+
+def posthumous_bootstrap(next_value: Tensor, alive: Tensor, group_done: Tensor) -> Tensor:
+    """[T, E, A]: the value each agent's return bootstraps from after step t.
+
+    It is the group's next value for every agent, also for one that left at t while its group
+    goes on: V(s_{t+1}) scores what the agents that remain will still achieve, and that is how
+    an agent that is gone keeps receiving credit (the paper's posthumous credit assignment).
+    """
+    return next_value[..., None].expand(alive.shape)
+
+
 def lambda_returns(team_reward: Tensor, value: Tensor, next_value: Tensor, alive: Tensor,
                    group_done: Tensor, gamma: float, lambd: float, time_horizon: int) -> Tensor:
     """Per-agent lambda-returns G [T, E, A] (entries of agents not acting are meaningless).
 
     G_t = r_t + gamma * ((1 - lambd) V_{t+1} + lambd G_{t+1}) while the agent goes on acting,
-    G_t = r_t + gamma * next_value_t at the step it (or its group, or the segment) ends.
+    G_t = r_t + gamma * next_value_t at the step it (or its group, or the segment) ends;
+    next_value [T, E, A] is per agent (see `posthumous_bootstrap`).
     """
     T = team_reward.shape[0]
     steps = torch.arange(T, device=alive.device)
@@ -71,7 +92,7 @@ def lambda_returns(team_reward: Tensor, value: Tensor, next_value: Tensor, alive
     returns = torch.empty(alive.shape, dtype=value.dtype, device=value.device)
     later = torch.zeros(alive.shape[1:], dtype=value.dtype, device=value.device)
     for t in range(T - 1, -1, -1):
-        nv = next_value[t, :, None]
+        nv = next_value[t]
         later = team_reward[t, :, None] + gamma * torch.where(
             goes_on[t], (1 - lambd) * nv + lambd * later, nv)
         returns[t] = later

@@ -27,7 +27,8 @@ from poca.loss import (clipped_value_loss, explained_variance, linear_decay, mas
                        policy_diagnostics, policy_loss)
 from poca.networks import Actor, Critic
 from poca.acting import Acting
-from poca.rollout import Rollout, lambda_returns, next_values, normalized, to_units
+from poca.rollout import (Rollout, lambda_returns, next_values, normalized, posthumous_bootstrap,
+                          team_reward, to_units)
 
 
 class TrainingDiverged(RuntimeError):
@@ -117,7 +118,7 @@ class Trainer:
                          "group_starts"):
                 acted_cols[name].append(getattr(acted, name))
             acted_cols["actor_memory"].append(acted.memory)
-            env_cols["team_reward"].append(after.group_reward + after.reward.sum(axis=1))
+            env_cols["team_reward"].append(team_reward(after.group_reward, after.reward))
             env_cols["group_done"].append(after.group_done)
             env_cols["group_truncated"].append(after.group_truncated)
             if after.group_truncated.any():
@@ -201,8 +202,10 @@ class Trainer:
         # 2. The critic's estimates, per-agent lambda-returns and counterfactual advantages.
         value, baseline, next_value, critic_memory, stream_starts = self._estimates(ro)
         reward = ro.team_reward * cfg.reward_signals.extrinsic.strength
-        returns = lambda_returns(reward, value, next_value, ro.alive, ro.group_done,
-                                 cfg.reward_signals.extrinsic.gamma, hp.lambd, cfg.time_horizon)
+        returns = lambda_returns(reward, value,
+                                 posthumous_bootstrap(next_value, ro.alive, ro.group_done),
+                                 ro.alive, ro.group_done, cfg.reward_signals.extrinsic.gamma,
+                                 hp.lambd, cfg.time_horizon)
         advantage = normalized(returns - baseline, ro.alive)
 
         # 3. Minibatch units: sequences of `length` steps of one env (single steps without

@@ -4,14 +4,16 @@ import pytest
 import torch
 
 from poca.loss import clipped_value_loss, linear_decay, masked_mean, policy_loss
-from poca.rollout import lambda_returns, next_values, normalized
+from poca.rollout import lambda_returns, next_values, normalized, posthumous_bootstrap
 
 G = 0.9  # gamma used in these hand computations
 
 
 def returns(reward, value, nxt, alive, done, lambd, horizon=100):
-    return lambda_returns(torch.tensor(reward), torch.tensor(value), torch.tensor(nxt),
-                          torch.tensor(alive), torch.tensor(done), G, lambd, horizon)
+    alive, done = torch.tensor(alive), torch.tensor(done)
+    per_agent = posthumous_bootstrap(torch.tensor(nxt), alive, done)
+    return lambda_returns(torch.tensor(reward), torch.tensor(value), per_agent, alive, done, G,
+                          lambd, horizon)
 
 
 def test_lambda_one_is_discounted_sum_with_bootstrap():
@@ -53,9 +55,9 @@ def test_group_termination_truncation_and_rollout_boundary():
                       group_done=torch.tensor([[True, True, False]]),
                       group_truncated=torch.tensor([[False, True, False]]))
     assert nxt.tolist() == [[0.0, 3.0, 6.0]]
-    out = lambda_returns(torch.tensor([[1.0, 1.0, 1.0]]), value, nxt,
-                         torch.ones(1, 3, 1, dtype=torch.bool),
-                         torch.tensor([[True, True, False]]), G, 0.95, 100)
+    alive, done = torch.ones(1, 3, 1, dtype=torch.bool), torch.tensor([[True, True, False]])
+    out = lambda_returns(torch.tensor([[1.0, 1.0, 1.0]]), value,
+                         posthumous_bootstrap(nxt, alive, done), alive, done, G, 0.95, 100)
     assert out[0, :, 0].tolist() == pytest.approx([1.0, 1 + G * 3.0, 1 + G * 6.0])
 
 
