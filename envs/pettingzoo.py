@@ -1,7 +1,8 @@
 """PettingZoo `ParallelEnv` view of one group (a `GroupEnv` with `num_envs=1`).
 
 Agents are `agent_0 .. agent_{A-1}`. An agent that ends is reported once, in the step it ends
-(its final observation, its reward, `terminated` or `truncated`), and then leaves `agents` for good.
+(its final observation, its reward, `terminated` or `truncated`), and then leaves `agents` for good;
+actions later sent for it are ignored, and `step({})` once every agent has left returns empty dicts.
 Each agent's reward is its individual reward plus the group reward; `infos[agent]` holds both parts.
 `death_mode="absorb"` instead keeps ended agents in `agents` with zero observations and rewards
 until the whole group ends, for libraries that need a fixed agent set.
@@ -74,15 +75,27 @@ class GroupParallelEnv(ParallelEnv):
         return obs, infos
 
     def step(self, actions):
+        """Step the agents in `agents` that still act.
+
+        Actions for agents that have already left are accepted and ignored (clients such as
+        TorchRL send one for every agent); with no agents left, `step({})` returns empty dicts,
+        as PettingZoo's reference environments do (SuperSuit's `black_death_v3` makes that call).
+        Names outside `possible_agents`, a missing action for an acting agent, and stepping
+        before `reset()` raise.
+        """
+        if self._last is None:
+            raise RuntimeError("step() called before reset(): call reset() first")
+        unknown = sorted(k for k in actions if k not in self._slot)
+        if unknown:
+            raise ValueError(f"actions for unknown agents {unknown}; agents are "
+                             f"{self.possible_agents}")
         if not self.agents:
-            raise RuntimeError("the episode is over (no agents left): call reset()")
+            return {}, {}, {}, {}, {}
         alive = self.core.alive[0].copy()  # slots acting on this step
         acting = [a for a in self.agents if alive[self._slot[a]]]
-        if actions.keys() != set(acting) and (
-                actions.keys() - set(self.agents) or set(acting) - actions.keys()):
-            raise ValueError(f"actions must cover exactly the acting agents {acting}; missing "
-                             f"{sorted(set(acting) - actions.keys())}, not acting "
-                             f"{sorted(actions.keys() - set(self.agents))}")
+        missing = [a for a in acting if a not in actions]
+        if missing:
+            raise ValueError(f"actions must cover every acting agent {acting}; missing {missing}")
         slots = [self._slot[a] for a in acting]
         step = self.core.step(agent_to_core(self.spec, slots, [actions[a] for a in acting]))
         ended = bool(step.group_done[0])

@@ -75,21 +75,36 @@ def test_pettingzoo_agent_ends_once_then_leaves():
     assert group_rewards == [pytest.approx(1.0)]  # once, to the agent present at the end
     assert rew["agent_1"] == pytest.approx(-0.01 + 1.0)
     np.testing.assert_allclose(obs["agent_1"], [g1, 1.0, 0.0])  # final obs: both on goal side
+    # as PettingZoo's reference envs (and what SuperSuit's black_death_v3 relies on)
+    assert env.step({}) == ({}, {}, {}, {}, {})
+    assert env.step({"agent_0": 1, "agent_1": 0}) == ({}, {}, {}, {}, {})
+    with pytest.raises(ValueError, match="unknown agents"):
+        env.step({"agent_7": 1})
     with pytest.raises(RuntimeError, match="reset"):
-        env.step({})
+        GroupParallelEnv(num_agents=2).step({})
 
 
-def test_pettingzoo_rejects_actions_for_departed_or_missing_agents():
-    env = GroupParallelEnv(num_agents=2)
-    obs, _ = env.reset(seed=3)
-    g0 = obs["agent_0"][0]
-    for i in range(5):
-        env.step({"agent_0": toward(g0), "agent_1": i % 2})
+def test_pettingzoo_ignores_departed_agents_and_rejects_missing_or_unknown():
+    def run(extra):
+        env = GroupParallelEnv(num_agents=2)
+        obs, _ = env.reset(seed=3)
+        g0 = obs["agent_0"][0]
+        out = []
+        for i in range(8):
+            acts = {"agent_0": toward(g0), "agent_1": i % 2}
+            out.append(env.step({a: v for a, v in acts.items() if a in env.agents or extra}))
+        return env, out
+
+    env, with_departed = run(extra=True)  # TorchRL sends an action for every agent
     assert env.agents == ["agent_1"]
-    with pytest.raises(ValueError, match=r"not acting \['agent_0'\]"):
-        env.step({"agent_0": 1, "agent_1": 1})
+    assert repr(with_departed) == repr(run(extra=False)[1])  # departed agents' actions ignored
+    assert env.step({"agent_0": "anything", "agent_1": 1})[0].keys() == {"agent_1"}
     with pytest.raises(ValueError, match=r"missing \['agent_1'\]"):
         env.step({})
+    with pytest.raises(ValueError, match=r"missing \['agent_1'\]"):
+        env.step({"agent_0": 1})
+    with pytest.raises(ValueError, match=r"unknown agents \['agent_9'\]"):
+        env.step({"agent_1": 1, "agent_9": 1})
     with pytest.raises(ValueError, match="agent_1"):
         env.step({"agent_1": 1.5})
 
