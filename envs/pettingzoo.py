@@ -10,8 +10,6 @@ until the whole group ends, for libraries that need a fixed agent set.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
@@ -57,11 +55,9 @@ class GroupParallelEnv(ParallelEnv):
                                       (self.spec.num_agents * (width + 1),), dtype=np.float32)
         self._last = None
 
-    @functools.lru_cache(maxsize=None)
-    def observation_space(self, agent):
+    def observation_space(self, agent):  # one object for every agent: `is` holds
         return self._obs_space
 
-    @functools.lru_cache(maxsize=None)
     def action_space(self, agent):
         return self._act_space
 
@@ -107,14 +103,14 @@ class GroupParallelEnv(ParallelEnv):
             terms = dict.fromkeys(self.agents, ended and not truncated)
             truncs = dict.fromkeys(self.agents, truncated)
         else:
-            terms = dict(zip(self.agents, step.terminated[0, self._slots()].tolist()))
-            truncs = dict(zip(self.agents, step.truncated[0, self._slots()].tolist()))
+            terms = dict(zip(self.agents, step.terminated[0, self._slots()].tolist(), strict=True))
+            truncs = dict(zip(self.agents, step.truncated[0, self._slots()].tolist(), strict=True))
         obs, rewards, infos = {}, {}, {}
         for a in self.agents:
             i = self._slot[a]
             if alive[i]:
                 obs[a] = rows[0][i] if len(rows) == 1 else {
-                    o.name: r[i] for o, r in zip(self.spec.obs, rows)}
+                    o.name: r[i] for o, r in zip(self.spec.obs, rows, strict=True)}
                 rewards[a] = individual[i] + group
                 infos[a] = {"individual_reward": individual[i], "group_reward": group}
                 if step.action_mask is not None:
@@ -154,7 +150,7 @@ class GroupParallelEnv(ParallelEnv):
     def _agent_obs(self, view, i):
         if len(view) == 1:
             return view[0][0, i].copy()
-        return {o.name: part[0, i].copy() for o, part in zip(self.spec.obs, view)}
+        return {o.name: part[0, i].copy() for o, part in zip(self.spec.obs, view, strict=True)}
 
     def _zero_obs(self):
         if len(self.spec.obs) == 1:

@@ -9,6 +9,7 @@ import numpy as np
 import pettingzoo
 import pytest
 from gymnasium.utils.env_checker import check_env
+from gymnasium.vector import AutoresetMode
 from pettingzoo import test as pzt
 
 import envs
@@ -177,9 +178,11 @@ def test_gymnasium_truncation():
     assert truncated and not terminated
 
 
-def test_make_vec_is_native_and_auto_resets():
-    env = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=8, num_agents=3)
+def test_make_vec_same_step_auto_resets():
+    env = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=8, num_agents=3,
+                             autoreset_mode=AutoresetMode.SAME_STEP)
     assert env.num_envs == 8 and isinstance(env.unwrapped, envs.gymnasium.GroupVectorEnv)
+    assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
     obs, _ = env.reset(seed=0)
     assert env.observation_space.contains(obs)
     rng = np.random.default_rng(0)
@@ -191,9 +194,50 @@ def test_make_vec_is_native_and_auto_resets():
             done = info["_final_obs"]
             np.testing.assert_array_equal(done, term | trunc)
             assert (info["final_obs"]["vector"][done][..., 1:].sum(-1) > 0).all()
+            np.testing.assert_array_equal(obs["vector"][done][..., 1:], 0.0)  # next episode
             ended += done.sum()
     assert ended > 8
     env.close()
+
+
+def test_make_vec_next_step_is_the_default_and_spends_one_step_on_resets():
+    env = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=8, num_agents=3)
+    assert env.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    obs, _ = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    prev_done, restarts = np.zeros(8, bool), 0
+    for _ in range(100):
+        obs, reward, term, trunc, info = env.step(rng.integers(0, 2, (8, 3, 1)))
+        assert env.observation_space.contains(obs) and "final_obs" not in info
+        done = term | trunc
+        # the step after an end: the next episode's first observation, reward 0, no flags
+        assert not done[prev_done].any() and (reward[prev_done] == 0).all()
+        np.testing.assert_array_equal(obs["vector"][prev_done][..., 1:], 0.0)
+        np.testing.assert_array_equal(obs["alive"][prev_done], 1)
+        assert (obs["vector"][term][..., 1:].sum(-1) > 0).all()  # terminal view: scoreboard
+        restarts += prev_done.sum()
+        prev_done = done
+    assert restarts > 8
+    with pytest.raises(ValueError, match="autoreset_mode"):
+        gymnasium.make_vec("groupenvs/Goal-v0", autoreset_mode=AutoresetMode.DISABLED)
+
+
+@pytest.mark.parametrize("kind", ACTION_KINDS)
+def test_flat_joint_view_has_1d_spaces(kind):
+    env = gymnasium.make("groupenvs/GoalVisual-v0", num_agents=3, flat=True, num_vector=1,
+                         action_sizes=ACTION_KINDS[kind])
+    assert env.observation_space.shape == (3 * 3 + 3 * 20 * 20 * 3 + 3,)
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs[-3:], 1.0)  # the alive mask closes the vector
+    space = env.action_space
+    flat_spaces = space.values() if isinstance(space, gymnasium.spaces.Dict) else [space]
+    assert all(len(s.shape) == 1 for s in flat_spaces)
+    vec = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, num_agents=3, flat=True)
+    assert vec.single_action_space == gymnasium.spaces.MultiDiscrete([2, 2, 2])
+    vec.reset(seed=0)
+    with pytest.raises(ValueError, match="3 entries per env"):
+        vec.step(np.zeros((2, 3, 1), np.int64))
 
 
 def test_gymnasium_bad_arguments():
