@@ -139,6 +139,12 @@ def test_readme_sb3_ppo_trains_on_the_flat_joint_view():
     assert model.num_timesteps >= 2048
     episodes = list(model.ep_info_buffer)
     assert len(episodes) >= 10 and all(np.isfinite(e["r"]) for e in episodes)
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.monitor import Monitor
+
+    # a random policy scores about -0.56 here; the best possible is +0.90 (1 - 10 steps x 0.01)
+    mean, _ = evaluate_policy(model, Monitor(ns["env"]), n_eval_episodes=10, deterministic=True)
+    assert mean >= 0.5, f"SB3 PPO did not learn on the joint view: {mean:+.2f}"
 
 
 @pytest.mark.filterwarnings("ignore:The `render_mode` attribute is not defined")  # SB3 on SuperSuit
