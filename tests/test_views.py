@@ -220,6 +220,15 @@ def test_make_vec_next_step_is_the_default_and_spends_one_step_on_resets():
     assert restarts > 8
     with pytest.raises(ValueError, match="autoreset_mode"):
         gymnasium.make_vec("groupenvs/Goal-v0", autoreset_mode=AutoresetMode.DISABLED)
+    # Gymnasium's own vectorizers take it through vector_kwargs, over the single-group env
+    sync = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, vectorization_mode="sync",
+                              vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+    sync.reset(seed=0)
+    finals = 0
+    for _ in range(60):
+        *_, info = sync.step(rng.integers(0, 2, (2, 2, 1)))
+        finals += int(info.get("_final_obs", np.zeros(2, bool)).sum())
+    assert finals > 0
 
 
 @pytest.mark.parametrize("kind", ACTION_KINDS)
@@ -238,6 +247,27 @@ def test_flat_joint_view_has_1d_spaces(kind):
     vec.reset(seed=0)
     with pytest.raises(ValueError, match="3 entries per env"):
         vec.step(np.zeros((2, 3, 1), np.int64))
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_flat_make_vec_carries_the_same_data(mode):
+    kw = {"num_envs": 4, "num_agents": 2, "autoreset_mode": mode}
+    flat = gymnasium.make_vec("groupenvs/GoalVisual-v0", num_vector=1, flat=True, **kw)
+    nested = gymnasium.make_vec("groupenvs/GoalVisual-v0", num_vector=1, **kw)
+
+    def as_flat(obs):
+        return np.concatenate([obs[k].reshape(4, -1) for k in ("vector", "image_0", "alive")], 1)
+
+    a, b = flat.reset(seed=1)[0], nested.reset(seed=1)[0]
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        np.testing.assert_array_equal(a, as_flat(b))
+        action = rng.integers(0, 2, (4, 2, 1))
+        a, ra, *_, info_a = flat.step(action.reshape(4, 2))
+        b, rb, *_, info_b = nested.step(action)
+        np.testing.assert_array_equal(ra, rb)
+        if "final_obs" in info_b:
+            np.testing.assert_array_equal(info_a["final_obs"], as_flat(info_b["final_obs"]))
 
 
 def test_gymnasium_bad_arguments():
