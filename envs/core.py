@@ -154,6 +154,9 @@ class GroupEnv:
     """
 
     spec: GroupSpec
+    # Whether the task pays a group reward: then the group return is its headline score; else
+    # (e.g. a PettingZoo env through poca.adapters) the team return, the sum of all rewards, is.
+    pays_group_reward: bool = True
 
     def __init__(self, spec: GroupSpec, num_envs: int):
         self.spec = spec

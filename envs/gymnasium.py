@@ -3,7 +3,8 @@
 The joint view treats the whole group as one agent: observations are every component stacked over
 agent slots plus an `alive` mask, the action holds one entry per slot (entries of slots that are
 not alive are ignored), and the reward is the team reward MA-POCA learns from: the group reward
-plus the sum of the step's individual rewards.
+plus the sum of the step's individual rewards. `flat=True` gives the same data in the 1-D spaces
+single-agent libraries expect (see `envs.spaces`).
 """
 
 from __future__ import annotations
@@ -17,47 +18,71 @@ import envs
 from envs.render import RENDER_MODES, EpisodeRenderer, check_render_mode
 from envs.spaces import joint_action_space, joint_observation_space, joint_to_core
 
+AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 
-def _joint_obs(spec, view, alive, row):
-    """The joint observation of env `row` (or all envs with row=slice(None)) as fresh arrays."""
-    out = {o.name: part[row].copy() for o, part in zip(spec.obs, view)}
-    out["alive"] = alive[row].astype(np.int8)
+
+def _joint_obs(spec, view, alive, rows, flat=False):
+    """The joint observations of envs `rows` (a slice or index array) as fresh arrays."""
+    if flat:
+        parts = [part[rows].reshape(len(alive[rows]), -1) for part in view] + [alive[rows]]
+        return np.concatenate(parts, axis=1, dtype=np.float32)
+    out = {o.name: part[rows].copy() for o, part in zip(spec.obs, view, strict=True)}
+    out["alive"] = alive[rows].astype(np.int8)
     return out
 
 
+def _first(obs):
+    return {k: v[0] for k, v in obs.items()} if isinstance(obs, dict) else obs[0]
+
+
 class GroupGymEnv(gymnasium.Env):
-    """Joint control of one group of a registered task (see the task's own docstring)."""
+    """Joint control of one group of a registered task (see the task's own docstring).
+
+    `reset()` after an episode ends starts the next one, so `gymnasium.make(id).reset(seed=s)`
+    plays the same episodes as env 0 of `gymnasium.make_vec(id, seed=s)`.
+    """
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 10}
 
-    def __init__(self, task: str = "Goal-v0", render_mode=None, **kwargs):
+    def __init__(self, task: str = "Goal-v0", render_mode=None, flat: bool = False, **kwargs):
         check_render_mode(render_mode)
         self.core = envs.make_group(task, num_envs=1, **kwargs)
         self.render_mode = render_mode
+        self.flat = bool(flat)
         self._render = EpisodeRenderer(self.core, render_mode, self.metadata["render_fps"])
-        self.observation_space = joint_observation_space(self.core.spec)
-        self.action_space = joint_action_space(self.core.spec)
+        self.observation_space = joint_observation_space(self.core.spec, self.flat)
+        self.action_space = joint_action_space(self.core.spec, self.flat)
         self._over = True
+        self._next = None  # the core's first step of the next episode, once one has ended
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
-        step = self.core.reset(seed=seed)
-        self._over = False
+        if seed is None and self._next is not None:
+            step = self._next  # the core already started the next episode when the last ended
+        else:
+            step = self.core.reset(seed=seed)
+        self._over, self._next = False, None
         self._render.start()
-        return _joint_obs(self.core.spec, step.obs, step.alive, 0), self._info(step)
+        A = self.core.spec.num_agents
+        info = {"group_reward": 0.0, "individual_reward": np.zeros(A, np.float32)}
+        return _first(self._obs(step.obs, step.alive)), info
 
     def step(self, action):
         if self._over:
             raise RuntimeError("step() needs a running episode: call reset() first")
-        step = self.core.step(joint_to_core(self.core.spec, _add_env_axis(action)))
+        step = self.core.step(joint_to_core(self.core.spec, _add_env_axis(action), self.flat))
         ended = bool(step.group_done[0])
         truncated = bool(step.group_truncated[0])
         self._over = ended
+        self._next = step if ended else None
         alive = self.core.alive if not ended else step.truncated
-        obs = _joint_obs(self.core.spec, step.final_obs, alive, 0)
+        obs = _first(self._obs(step.final_obs, alive))
         reward = float(step.group_reward[0] + step.reward[0].sum())
         self._render.step(step)
         return obs, reward, ended and not truncated, truncated, self._info(step)
+
+    def _obs(self, view, alive):
+        return _joint_obs(self.core.spec, view, alive, slice(0, 1), self.flat)
 
     def render(self):
         return self._render.render()
@@ -78,44 +103,105 @@ def _add_env_axis(action):
     return np.asarray(action)[None]
 
 
-class GroupVectorEnv(VectorEnv):
-    """`num_envs` groups stepped by the batched core, with same-step auto-reset.
+def _autoreset_mode(mode) -> AutoresetMode:
+    try:
+        mode = mode if isinstance(mode, AutoresetMode) else AutoresetMode(mode)
+    except ValueError:
+        mode = None
+    if mode not in AUTORESET_MODES:
+        raise ValueError(f"autoreset_mode must be one of {[m.value for m in AUTORESET_MODES]} "
+                         "(an AutoresetMode or its value)")
+    return mode
 
-    When a group ends, the returned observation already shows its next episode and
-    `infos["final_obs"]` (rows flagged by `infos["_final_obs"]`) holds the ended episode's last one.
+
+class GroupVectorEnv(VectorEnv):
+    """`num_envs` groups stepped by the batched core.
+
+    `autoreset_mode` (a keyword of `gymnasium.make_vec`, as native vector envs take no
+    `vector_kwargs`):
+    - `AutoresetMode.NEXT_STEP` (default, as in Gymnasium, and what its vector wrappers such as
+      `FlattenObservation` or `NormalizeObservation` require): a group that ends returns its last
+      observation; the next `step` ignores that env's action and returns the first observation
+      of its next episode with reward 0 and both flags False.
+    - `AutoresetMode.SAME_STEP`: the returned observation already shows the next episode and
+      `infos["final_obs"]` (rows flagged by `infos["_final_obs"]`) holds the ended one's last view;
+      no step is spent on resets.
     """
 
-    metadata = {"render_modes": [], "render_fps": 10, "autoreset_mode": AutoresetMode.SAME_STEP}
+    metadata = {"render_modes": [], "render_fps": 10, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, task: str = "Goal-v0", num_envs: int = 1, render_mode=None, **kwargs):
+    def __init__(self, task: str = "Goal-v0", num_envs: int = 1, render_mode=None,
+                 flat: bool = False, autoreset_mode=AutoresetMode.NEXT_STEP, **kwargs):
         if render_mode is not None:
             raise ValueError("the batched VectorEnv does not render; render one group with "
                              "gymnasium.make(..., render_mode=...)")
+        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.core = envs.make_group(task, num_envs=num_envs, **kwargs)
         self.num_envs = self.core.num_envs
         self.render_mode = render_mode
-        self.single_observation_space = joint_observation_space(self.core.spec)
-        self.single_action_space = joint_action_space(self.core.spec)
+        self.flat = bool(flat)
+        self.single_observation_space = joint_observation_space(self.core.spec, self.flat)
+        self.single_action_space = joint_action_space(self.core.spec, self.flat)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._restart = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: ended on the last step
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         step = self.core.reset(seed=seed)
-        return _joint_obs(self.core.spec, step.obs, step.alive, slice(None)), {}
+        self._restart[:] = False
+        return self._obs(step.obs, step.alive), {}
+
+    def _obs(self, view, alive, rows=slice(None)):
+        return _joint_obs(self.core.spec, view, alive, rows, self.flat)
 
     def step(self, actions):
-        step = self.core.step(joint_to_core(self.core.spec, actions))
-        spec = self.core.spec
-        obs = _joint_obs(spec, step.obs, step.alive, slice(None))
+        core, spec = self.core, self.core.spec
+        actions = joint_to_core(spec, actions, self.flat)
+        restart = np.flatnonzero(self._restart)
+        if len(restart):  # these envs' actions are ignored: any valid value will do
+            actions = {k: v.copy() for k, v in actions.items()}
+            for v in actions.values():
+                v[restart] = 0
+        step = core.step(actions)
         reward = step.group_reward + step.reward.sum(axis=1)
         truncated = step.group_truncated
+        terminated = step.group_done & ~truncated
         infos = {"group_reward": step.group_reward, "individual_reward": step.reward}
-        if step.group_done.any():
-            final_alive = np.where(step.group_done[:, None], step.truncated, step.alive)
-            infos["final_obs"] = _joint_obs(spec, step.final_obs, final_alive, slice(None))
-            infos["_final_obs"] = step.group_done
-        return obs, reward, step.group_done & ~truncated, truncated, infos
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            obs = self._obs(step.obs, step.alive)
+            if step.group_done.any():
+                final_alive = np.where(step.group_done[:, None], step.truncated, step.alive)
+                infos["final_obs"] = self._obs(step.final_obs, final_alive)
+                infos["_final_obs"] = step.group_done
+            return obs, reward, terminated, truncated, infos
+        # NEXT_STEP: show the ended episodes' last view now, their next start on the next step
+        final_alive = np.where(step.group_done[:, None], step.truncated, step.alive)
+        obs = self._obs(step.final_obs, final_alive)
+        if len(restart):
+            first = _restart_episodes(core, restart, step.group_done[restart])
+            fresh = _joint_obs(spec, first, core.alive[restart], slice(None), self.flat)
+            if isinstance(obs, dict):
+                for k in obs:
+                    obs[k][restart] = fresh[k]
+            else:
+                obs[restart] = fresh
+            for arr in (reward, terminated, truncated, step.group_reward, step.reward):
+                arr[restart] = 0
+        self._restart = step.group_done.copy()
+        self._restart[restart] = False
+        return obs, reward, terminated, truncated, infos
 
     def close_extras(self, **kwargs):
         self.core.close()
+
+
+def _restart_episodes(core, idx, ended_again):
+    """Start envs `idx`'s current episodes again from their first step (NEXT_STEP's reset step:
+    the core already reset them when they ended, and has just stepped them with an ignored
+    action). The episode index is kept, so the replayed start is the one the core drew."""
+    core.episode[idx[ended_again]] -= 1  # the ignored step ended it again and moved on
+    core._reset_envs(idx)
+    core._restart_clock(idx)
+    return core._observe(idx)

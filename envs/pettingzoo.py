@@ -1,15 +1,14 @@
 """PettingZoo `ParallelEnv` view of one group (a `GroupEnv` with `num_envs=1`).
 
 Agents are `agent_0 .. agent_{A-1}`. An agent that ends is reported once, in the step it ends
-(its final observation, its reward, `terminated` or `truncated`), and then leaves `agents` for good.
+(its final observation, its reward, `terminated` or `truncated`), and then leaves `agents` for good;
+actions later sent for it are ignored, and `step({})` once every agent has left returns empty dicts.
 Each agent's reward is its individual reward plus the group reward; `infos[agent]` holds both parts.
 `death_mode="absorb"` instead keeps ended agents in `agents` with zero observations and rewards
 until the whole group ends, for libraries that need a fixed agent set.
 """
 
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 from gymnasium import spaces
@@ -56,11 +55,9 @@ class GroupParallelEnv(ParallelEnv):
                                       (self.spec.num_agents * (width + 1),), dtype=np.float32)
         self._last = None
 
-    @functools.lru_cache(maxsize=None)
-    def observation_space(self, agent):
+    def observation_space(self, agent):  # one object for every agent: `is` holds
         return self._obs_space
 
-    @functools.lru_cache(maxsize=None)
     def action_space(self, agent):
         return self._act_space
 
@@ -74,15 +71,27 @@ class GroupParallelEnv(ParallelEnv):
         return obs, infos
 
     def step(self, actions):
+        """Step the agents in `agents` that still act.
+
+        Actions for agents that have already left are accepted and ignored (clients such as
+        TorchRL send one for every agent); with no agents left, `step({})` returns empty dicts,
+        as PettingZoo's reference environments do (SuperSuit's `black_death_v3` makes that call).
+        Names outside `possible_agents`, a missing action for an acting agent, and stepping
+        before `reset()` raise.
+        """
+        if self._last is None:
+            raise RuntimeError("step() called before reset(): call reset() first")
+        unknown = sorted(k for k in actions if k not in self._slot)
+        if unknown:
+            raise ValueError(f"actions for unknown agents {unknown}; agents are "
+                             f"{self.possible_agents}")
         if not self.agents:
-            raise RuntimeError("the episode is over (no agents left): call reset()")
+            return {}, {}, {}, {}, {}
         alive = self.core.alive[0].copy()  # slots acting on this step
         acting = [a for a in self.agents if alive[self._slot[a]]]
-        if actions.keys() != set(acting) and (
-                actions.keys() - set(self.agents) or set(acting) - actions.keys()):
-            raise ValueError(f"actions must cover exactly the acting agents {acting}; missing "
-                             f"{sorted(set(acting) - actions.keys())}, not acting "
-                             f"{sorted(actions.keys() - set(self.agents))}")
+        missing = [a for a in acting if a not in actions]
+        if missing:
+            raise ValueError(f"actions must cover every acting agent {acting}; missing {missing}")
         slots = [self._slot[a] for a in acting]
         step = self.core.step(agent_to_core(self.spec, slots, [actions[a] for a in acting]))
         ended = bool(step.group_done[0])
@@ -94,14 +103,14 @@ class GroupParallelEnv(ParallelEnv):
             terms = dict.fromkeys(self.agents, ended and not truncated)
             truncs = dict.fromkeys(self.agents, truncated)
         else:
-            terms = dict(zip(self.agents, step.terminated[0, self._slots()].tolist()))
-            truncs = dict(zip(self.agents, step.truncated[0, self._slots()].tolist()))
+            terms = dict(zip(self.agents, step.terminated[0, self._slots()].tolist(), strict=True))
+            truncs = dict(zip(self.agents, step.truncated[0, self._slots()].tolist(), strict=True))
         obs, rewards, infos = {}, {}, {}
         for a in self.agents:
             i = self._slot[a]
             if alive[i]:
                 obs[a] = rows[0][i] if len(rows) == 1 else {
-                    o.name: r[i] for o, r in zip(self.spec.obs, rows)}
+                    o.name: r[i] for o, r in zip(self.spec.obs, rows, strict=True)}
                 rewards[a] = individual[i] + group
                 infos[a] = {"individual_reward": individual[i], "group_reward": group}
                 if step.action_mask is not None:
@@ -141,7 +150,7 @@ class GroupParallelEnv(ParallelEnv):
     def _agent_obs(self, view, i):
         if len(view) == 1:
             return view[0][0, i].copy()
-        return {o.name: part[0, i].copy() for o, part in zip(self.spec.obs, view)}
+        return {o.name: part[0, i].copy() for o, part in zip(self.spec.obs, view, strict=True)}
 
     def _zero_obs(self):
         if len(self.spec.obs) == 1:

@@ -2,7 +2,10 @@
 
 One agent acts with a `Box(-1, 1, (C,))` for continuous actions, `Discrete(n)` for a single
 discrete branch, `MultiDiscrete` for several, and a `Dict(continuous=..., discrete=...)` for hybrid
-actions. The joint (whole-group) spaces stack those over the `A` agent slots.
+actions. The joint (whole-group) spaces stack those over the `A` agent slots; with `flat=True` they
+are the 1-D spaces single-agent libraries expect: the observation one float32 `Box` (every
+component of every slot, flattened, then the `alive` mask), the action a `Box(A*C)` or a 1-D
+`MultiDiscrete(A*B)`, agent-major (hybrid: a `Dict` of those two).
 """
 
 from __future__ import annotations
@@ -26,9 +29,17 @@ def agent_observation_space(spec: GroupSpec) -> spaces.Space:
     return spaces.Dict({o.name: _obs_box(o) for o in spec.obs})
 
 
-def joint_observation_space(spec: GroupSpec) -> spaces.Dict:
+def joint_observation_space(spec: GroupSpec, flat: bool = False) -> spaces.Space:
     """Every component stacked over agent slots, plus the `alive` mask of the slots."""
     A = spec.num_agents
+    if flat:
+        sizes = [A * int(np.prod(o.shape)) for o in spec.obs] + [A]
+        bounds = [(0.0, 255.0) if o.kind == "image" else (o.low, o.high) for o in spec.obs]
+        low = np.concatenate([np.full(n, lo, np.float32) for n, (lo, _) in
+                              zip(sizes, bounds + [(0.0, 1.0)], strict=True)])
+        high = np.concatenate([np.full(n, hi, np.float32) for n, (_, hi) in
+                               zip(sizes, bounds + [(0.0, 1.0)], strict=True)])
+        return spaces.Box(low, high, dtype=np.float32)
     return spaces.Dict({**{o.name: _obs_box(o, (A,)) for o in spec.obs},
                         "alive": spaces.MultiBinary(A)})
 
@@ -47,26 +58,37 @@ def agent_action_space(spec: GroupSpec) -> spaces.Space:
     return cont if cont is not None else disc
 
 
-def joint_action_space(spec: GroupSpec) -> spaces.Space:
+def joint_action_space(spec: GroupSpec, flat: bool = False) -> spaces.Space:
     A, (C, branches) = spec.num_agents, spec.action_sizes
     parts = {}
     if C:
-        parts["continuous"] = spaces.Box(-1.0, 1.0, (A, C), dtype=np.float32)
+        parts["continuous"] = spaces.Box(-1.0, 1.0, (A * C,) if flat else (A, C), dtype=np.float32)
     if branches:
-        parts["discrete"] = spaces.MultiDiscrete(np.tile(branches, (A, 1)))
+        parts["discrete"] = spaces.MultiDiscrete(np.tile(branches, A if flat else (A, 1)))
     return spaces.Dict(parts) if len(parts) == 2 else next(iter(parts.values()))
 
 
-def joint_to_core(spec: GroupSpec, action) -> dict:
+def joint_to_core(spec: GroupSpec, action, flat: bool = False) -> dict:
     """A joint-space action (with a leading env axis) -> the core's action dict."""
     C, branches = spec.action_sizes
     if C and branches:
         if not isinstance(action, dict):
             raise TypeError("hybrid actions must be a dict with 'continuous' and 'discrete'")
-        return {"continuous": np.asarray(action["continuous"]),
-                "discrete": np.asarray(action["discrete"])}
-    key = "continuous" if C else "discrete"
-    return {key: np.asarray(action)}
+        out = {"continuous": np.asarray(action["continuous"]),
+               "discrete": np.asarray(action["discrete"])}
+    else:
+        out = {"continuous" if C else "discrete": np.asarray(action)}
+    if flat:  # [E, A * n] -> [E, A, n]
+        A = spec.num_agents
+        for key, n in (("continuous", C), ("discrete", len(branches))):
+            if key in out:
+                x = out[key]
+                if x.ndim != 2 or x.shape[1] != A * n:
+                    raise ValueError(f"flat {key} actions must have {A * n} entries per env "
+                                     f"({A} agents x {n}, agent-major), got shape "
+                                     f"{list(x.shape[1:])}")
+                out[key] = x.reshape(len(x), A, n)
+    return out
 
 
 def agent_to_core(spec: GroupSpec, slots: list[int], actions: list) -> dict:
@@ -81,7 +103,7 @@ def agent_to_core(spec: GroupSpec, slots: list[int], actions: list) -> dict:
     if C and branches:
         if not all(isinstance(a, dict) and a.keys() == {"continuous", "discrete"}
                    for a in actions):
-            bad = next(s for s, a in zip(slots, actions) if not isinstance(a, dict)
+            bad = next(s for s, a in zip(slots, actions, strict=True) if not isinstance(a, dict)
                        or a.keys() != {"continuous", "discrete"})
             raise ValueError(f"agent_{bad}: hybrid actions must be dicts with keys "
                              "'continuous' and 'discrete'")
@@ -98,7 +120,7 @@ def agent_to_core(spec: GroupSpec, slots: list[int], actions: list) -> dict:
             stacked = np.asarray(values)
             if stacked.dtype.kind not in kinds or stacked.reshape(len(values), -1).shape[1:] \
                     != shape or stacked.ndim > 2:
-                for slot, v in zip(slots, values):
+                for slot, v in zip(slots, values, strict=True):
                     v = np.asarray(v)
                     if v.dtype.kind not in kinds or v.size != shape[0] or v.ndim > 1:
                         raise ValueError(f"agent_{slot}: {key} action must be "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from gymnasium import spaces
@@ -89,6 +89,9 @@ class ParallelEnvGroup(GroupEnv):
         self.slots: list[dict[str, int]] = [{} for _ in range(E)]
         self._has_mask = (isinstance(self.obs_space, spaces.Dict)
                           and "action_mask" in self.obs_space.spaces)
+        self.pays_group_reward = False  # until its infos show a group_reward (see _reset_envs)
+        self._final_frames: dict[int, np.ndarray] = {}  # for rendering: ended episodes' last
+        self._started = np.zeros(E, dtype=bool)
 
     # -- spaces --
     def _check_spaces(self, env, names) -> None:
@@ -142,7 +145,7 @@ class ParallelEnvGroup(GroupEnv):
     def _write(self, e: int, name: str, obs, info) -> None:
         i = self._slot_of(e, name)
         values = obs if isinstance(self.obs_space, spaces.Dict) else {"obs": obs}
-        for store, (key, space) in zip(self.obs, self.components):
+        for store, (key, space) in zip(self.obs, self.components, strict=True):
             store[e, i] = _encode(space, values[key])
         if self.mask is not None:
             mask = values.get("action_mask") if self._has_mask else None
@@ -153,15 +156,20 @@ class ParallelEnvGroup(GroupEnv):
     # -- GroupEnv hooks --
     def _reset_envs(self, idx):
         seeds = self.random_bits(idx) >> np.uint64(1)  # each copy, each episode: its own seed
-        for e, seed in zip(idx.tolist(), seeds.tolist()):
+        for e, seed in zip(idx.tolist(), seeds.tolist(), strict=True):
+            if self.record_final and self._started[e]:
+                self._final_frames[e] = self._render_copy(e)
             obs, infos = self.copies[e].reset(seed=int(seed))
+            self._started[e] = True
             self.slots[e] = {} if not self.fixed_slots else {
                 n: i for i, n in enumerate(self.copies[e].possible_agents)}
             for store in self.obs:
                 store[e] = 0
             self.alive[e] = False
             for name in self.copies[e].agents:
-                self._write(e, name, obs[name], infos.get(name, {}))
+                info = infos.get(name, {})
+                self.pays_group_reward |= "group_reward" in info and "individual_reward" in info
+                self._write(e, name, obs[name], info)
                 self.alive[e, self._slot_of(e, name)] = True
 
     def _step(self, cont, disc):
@@ -203,6 +211,30 @@ class ParallelEnvGroup(GroupEnv):
     def _action_mask(self):
         return None if self.mask is None else self.mask.copy()
 
+    def frame(self, env: int, group_return: float, final: bool = False):
+        """(size, draw) showing copy `env`'s own `render()` frame (its last one with `final`);
+        the factory must take `render_mode` and be made with render_mode="rgb_array"."""
+        image = self._final_frames.get(env) if final else None
+        image = self._render_copy(env) if image is None else image
+
+        def draw(pygame, surface):
+            surface.blit(pygame.surfarray.make_surface(image.transpose(1, 0, 2)), (0, 0))
+
+        return (image.shape[1], image.shape[0]), draw
+
+    def _render_copy(self, e: int) -> np.ndarray:
+        copy = self.copies[e]
+        if getattr(copy, "render_mode", None) != "rgb_array":
+            raise NotImplementedError(
+                f"{type(copy).__name__} was made with render_mode="
+                f"{getattr(copy, 'render_mode', None)!r}; rendering it needs its factory to take "
+                "render_mode and be made with render_mode='rgb_array'")
+        image = np.asarray(copy.render())
+        if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+            raise ValueError(f"{type(copy).__name__}.render() returned {image.dtype} "
+                             f"{image.shape}; expected an (H, W, 3) uint8 frame")
+        return image
+
     def close(self) -> None:
         for env in self.copies:
             env.close()
@@ -210,18 +242,20 @@ class ParallelEnvGroup(GroupEnv):
 
 
 def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
-             max_agents: int | None = None) -> GroupEnv:
-    """A `GroupEnv` from an ID, a `module:attr` path, or a callable (GroupEnv or ParallelEnv)."""
+             max_agents: int | None = None, render_mode: str | None = None) -> GroupEnv:
+    """A `GroupEnv` from an ID, a `module:attr` path, or a callable (GroupEnv or ParallelEnv).
+
+    `render_mode` is passed to ParallelEnv factories (our own tasks draw through `frame`)."""
     env_kwargs = dict(env_kwargs or {})
     if callable(env_id):
-        return _from_factory(env_id, num_envs, env_kwargs, max_agents, repr(env_id))
+        return _from_factory(env_id, num_envs, env_kwargs, max_agents, repr(env_id), render_mode)
     if ":" in env_id:
         module_name, _, attr = env_id.partition(":")
         try:
             factory = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as err:
             raise ValueError(f"cannot load environment {env_id!r}: {err}") from err
-        return _from_factory(factory, num_envs, env_kwargs, max_agents, env_id)
+        return _from_factory(factory, num_envs, env_kwargs, max_agents, env_id, render_mode)
     import envs
 
     try:
@@ -230,7 +264,7 @@ def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
         raise ValueError(f"{err.args[0]}; or give a 'module:factory' path") from None
 
 
-def _from_factory(factory, num_envs, env_kwargs, max_agents, name) -> GroupEnv:
+def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=None) -> GroupEnv:
     from pettingzoo import ParallelEnv
 
     try:
@@ -242,6 +276,8 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name) -> GroupEnv:
         if isinstance(env, GroupEnv):
             return env
         raise TypeError(f"{name} returned {type(env).__name__}, not an envs.core.GroupEnv")
+    if render_mode is not None:
+        env_kwargs = {**env_kwargs, "render_mode": render_mode}
     probe = factory(**env_kwargs)
     if not isinstance(probe, ParallelEnv):
         raise TypeError(f"{name} returned {type(probe).__name__}; expected a PettingZoo "

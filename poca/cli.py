@@ -76,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--episodes", type=int, default=3)
     pl.add_argument("--env-kwargs", type=_json_dict, help="default: those it was trained with")
     pl.add_argument("--render", choices=["human"], help="show a window")
-    pl.add_argument("--record", type=Path, help="write a GIF (needs Pillow)")
+    pl.add_argument("--record", type=Path, help="write a .gif (needs Pillow) or .mp4 (imageio)")
     pl.add_argument("--seed", type=int, default=0)
     return parser
 
@@ -86,14 +86,16 @@ def _play(args) -> int:
     from poca.evaluate import load_actor, play
 
     if args.render is None and args.record is None:
-        raise ValueError("give --render human and/or --record FILE.gif")
+        raise ValueError("give --render human and/or --record FILE.gif (or .mp4)")
     state = checkpoint.load(args.checkpoint)
+    # module:factory envs are made with render_mode="rgb_array"; copy 0 is shown
     env = make_env(args.env_id, 1, state["env_kwargs"] if args.env_kwargs is None
-                   else args.env_kwargs)
+                   else args.env_kwargs, render_mode="rgb_array")
     returns = play(load_actor(args.checkpoint, env), env, args.episodes, args.seed, args.render,
                    args.record)
-    for i, r in enumerate(returns):
-        print(f"episode {i}: group return {r:+.3f}")
+    name, _ = _scores(env.pays_group_reward)
+    for i, (group, team) in enumerate(returns):
+        print(f"episode {i}: {name} {group if name == 'group return' else team:+.3f}")
     if args.record:
         print(f"recorded {args.record}")
     return 0
@@ -123,8 +125,10 @@ def _train(args) -> int:
     verb = "interrupted after" if result.interrupted else "trained"
     print(f"{verb} {result.agent_steps:,} agent-steps, {result.episodes:,} episodes in "
           f"{result.wall_seconds:.1f} s ({rate:,.0f} agent-steps/s)")
-    print(f"last 20 episodes: mean group return {result.mean_return():+.3f}, mean team return "
-          f"(group + individual rewards) {result.mean_team_return():+.3f}")
+    means = {"group return": result.mean_return(), "team return": result.mean_team_return()}
+    name, other = _scores(result.pays_group_reward)
+    print(f"last 20 episodes: mean {_named(name)} {means[name]:+.3f}; mean {_named(other)} "
+          f"{means[other]:+.3f}")
     print(f"checkpoint: {result.checkpoint}")
     return 130 if result.interrupted else 0
 
@@ -137,20 +141,35 @@ def _eval(args) -> int:
     env_kwargs = state["env_kwargs"] if args.env_kwargs is None else args.env_kwargs
     env = make_env(args.env_id, args.episodes, env_kwargs, args.max_agents)
     actor = load_actor(args.checkpoint, env)
-    returns = evaluate(actor, env, args.seed, args.deterministic)
+    group = evaluate(actor, env, args.seed, args.deterministic)
     team = evaluate(actor, env, args.seed, args.deterministic, team=True)
-    result = {"env_id": args.env_id, "episodes": len(returns), "mean": float(returns.mean()),
-              "std": float(returns.std()), "min": float(returns.min()),
-              "max": float(returns.max()), "team_mean": float(team.mean()),
-              "team_std": float(team.std())}
+    # the headline (mean, std, min, max) is the group return where the env pays one, else the
+    # team return; both are reported as group_* and team_*
+    name, other = _scores(env.pays_group_reward)
+    returns = group if name == "group return" else team
+    result = {"env_id": args.env_id, "episodes": len(returns), "score": name,
+              "mean": float(returns.mean()), "std": float(returns.std()),
+              "min": float(returns.min()), "max": float(returns.max()),
+              "group_mean": float(group.mean()), "group_std": float(group.std()),
+              "team_mean": float(team.mean()), "team_std": float(team.std())}
     if args.json:
         print(json.dumps(result))
     else:
-        print(f"group return over {result['episodes']} episodes: {result['mean']:+.3f} "
+        key = other.split()[0]  # "group" or "team"
+        print(f"{_named(name)} over {result['episodes']} episodes: {result['mean']:+.3f} "
               f"± {result['std']:.3f} (min {result['min']:+.3f}, max {result['max']:+.3f}); "
-              f"team return (group + individual rewards) {result['team_mean']:+.3f} "
-              f"± {result['team_std']:.3f}")
+              f"{_named(other)} {result[key + '_mean']:+.3f} ± {result[key + '_std']:.3f}")
     return 0
+
+
+def _scores(pays_group_reward: bool) -> tuple[str, str]:
+    """(headline, second figure): the group return where the env pays one, else the team return."""
+    return ("group return", "team return") if pays_group_reward else ("team return",
+                                                                        "group return")
+
+
+def _named(score: str) -> str:
+    return "team return (sum of all rewards)" if score == "team return" else score
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ def evaluate(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = F
              team: bool = False) -> np.ndarray:
     """Group return (with `team`: group + individual rewards) of the first episode of each of
     `env.num_envs` groups (one episode each, so short episodes are not over-counted)."""
-    acting = Acting(actor, env.num_envs, env.spec.num_agents, torch.device("cpu"),
+    acting = Acting(actor, 1, env.spec.num_agents, torch.device("cpu"),
                     torch.Generator().manual_seed(seed))
     step = env.reset(seed=seed)
     returns = np.zeros(env.num_envs)
@@ -43,15 +43,20 @@ def evaluate(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = F
 
 
 def play(actor: Actor, env: GroupEnv, episodes: int, seed: int = 0, render: str | None = None,
-         record=None, fps: int = 10) -> list[float]:
-    """Watch (render="human") and/or record (a GIF path) a trained group, one env at a time.
+         record=None, fps: int = 10) -> list[tuple[float, float]]:
+    """Watch (render="human") and/or record (a .gif or .mp4 path) a trained group.
 
-    Returns each episode's group return. Recording needs Pillow (`pip install "groupenvs[gif]"`).
+    Returns each episode's (group return, team return). GIFs need Pillow
+    (`pip install "groupenvs[gif]"`), mp4 imageio with ffmpeg (`pip install "groupenvs[video]"`).
     """
     from envs.render import EpisodeRenderer
 
     if env.num_envs != 1:
         raise ValueError("play() steps one group: make the env with num_envs=1")
+    if record is not None:
+        check_record_path(record)
+    if render == "human":
+        check_display()
     views = [EpisodeRenderer(env, mode, fps) for mode in
              (render, "rgb_array" if record else None) if mode]
     frames, returns = [], []
@@ -62,29 +67,73 @@ def play(actor: Actor, env: GroupEnv, episodes: int, seed: int = 0, render: str 
         acting.reset()
         for view in views:
             view.start()
-        total, done = 0.0, False
+        group = team = 0.0
+        done = False
         while not done:
             nxt = env.step(acting.act(step).actions)
             acting.observe(step, nxt)
-            total += float(nxt.group_reward[0])
+            group += float(nxt.group_reward[0])
+            team += float(nxt.group_reward[0] + nxt.reward[0].sum())
             done = bool(nxt.group_done[0])
             for view in views:
                 view.step(nxt)
                 if view.mode == "rgb_array":
                     frames.append(view.render())
             step = nxt
-        returns.append(total)
+        returns.append((group, team))
     for view in views:
         view.close()
     if record:
-        _write_gif(frames, record, fps)
+        _write_video(frames, Path(record), fps)
     return returns
 
 
-def _write_gif(frames: list[np.ndarray], path, fps: int) -> None:
-    try:
+RECORD_FORMATS = {".gif": ("PIL", 'Pillow: pip install "groupenvs[gif]"'),
+                  ".mp4": ("imageio_ffmpeg", 'imageio with ffmpeg: pip install "groupenvs[video]"')}
+
+
+def check_record_path(path) -> None:
+    """Fail before playing if `path`'s format is unknown or its writer is not installed."""
+    import importlib.util
+
+    suffix = Path(path).suffix.lower()
+    if suffix not in RECORD_FORMATS:
+        raise ValueError(f"cannot record {str(path)!r}: the file name must end in "
+                         f"{' or '.join(RECORD_FORMATS)}")
+    module, hint = RECORD_FORMATS[suffix]
+    if importlib.util.find_spec(module) is None or (
+            suffix == ".mp4" and importlib.util.find_spec("imageio") is None):
+        raise ImportError(f"recording {suffix} needs {hint}")
+
+
+def check_display() -> None:
+    """Fail if a window cannot be shown (Linux without DISPLAY/WAYLAND_DISPLAY, or SDL told to
+    draw off-screen) rather than silently drawing nowhere."""
+    import os
+    import sys
+
+    driver = os.environ.get("SDL_VIDEODRIVER", "")
+    if driver in ("dummy", "offscreen"):
+        raise ValueError(f"--render human needs a display, but SDL_VIDEODRIVER={driver} draws "
+                           "off-screen; record instead with --record FILE.gif or FILE.mp4")
+    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY")
+                                                 or os.environ.get("WAYLAND_DISPLAY")):
+        raise ValueError("--render human needs a display, and neither DISPLAY nor "
+                           "WAYLAND_DISPLAY is set; record instead with --record FILE.gif or "
+                           "FILE.mp4")
+
+
+def _write_video(frames: list[np.ndarray], path: Path, fps: int) -> None:
+    check_record_path(path)
+    if path.suffix.lower() == ".gif":
         from PIL import Image
-    except ImportError:
-        raise ImportError('recording GIFs needs Pillow: pip install "groupenvs[gif]"') from None
-    images = [Image.fromarray(f) for f in frames]
-    images[0].save(path, save_all=True, append_images=images[1:], duration=1000 // fps, loop=0)
+
+        images = [Image.fromarray(f) for f in frames]
+        images[0].save(path, save_all=True, append_images=images[1:], duration=1000 // fps,
+                       loop=0)
+        return
+    import imageio.v2 as imageio
+
+    h, w = frames[0].shape[:2]  # H.264 wants even sizes: pad by one row/column when odd
+    pad = ((0, h % 2), (0, w % 2), (0, 0))
+    imageio.mimwrite(path, [np.pad(f, pad) for f in frames], fps=fps, macro_block_size=1)

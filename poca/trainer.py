@@ -44,6 +44,7 @@ class TrainResult:
     wall_seconds: float
     checkpoint: Path | None
     interrupted: bool = False
+    pays_group_reward: bool = True  # the env's: False makes the team return the headline
 
     def mean_return(self, last: int = 20) -> float:
         returns = [r for _, r in self.episode_log[-last:]]
@@ -314,7 +315,8 @@ class Trainer:
             self.save()
         return TrainResult(self.agent_steps, self.episodes, list(self.episode_log),
                            list(self.team_log),
-                           time.perf_counter() - start, self.last_checkpoint, interrupted)
+                           time.perf_counter() - start, self.last_checkpoint, interrupted,
+                           self.env.pays_group_reward)
 
     # --- checkpoints ----------------------------------------------------------------------------
     def state(self) -> dict:
@@ -397,15 +399,17 @@ class _MetricsWriter:
 
     def progress(self, trainer, stats) -> None:
         if self.bar is not None:
-            self.bar.update(trainer.agent_steps - self.bar.n)
+            self.bar.update(min(trainer.agent_steps, self.bar.total) - self.bar.n)  # no overshoot
             recent = [r for _, r in trainer.episode_log[-20:]]
             team = trainer.team_log[-20:]
-            self.bar.set_postfix(episodes=trainer.episodes,
-                                 group_return=f"{np.mean(recent):+.3f}" if recent else "n/a",
-                                 team_return=f"{np.mean(team):+.3f}" if team else "n/a",
-                                 kl=f"{stats['approx_kl']:.4f}",
-                                 ev=f"{stats['explained_variance_baseline']:.2f}",
-                                 steps_per_s=f"{self._rate(trainer):,.0f}")
+            scores = [("group_return", f"{np.mean(recent):+.3f}" if recent else "n/a"),
+                      ("team_return", f"{np.mean(team):+.3f}" if team else "n/a")]
+            if not trainer.env.pays_group_reward:  # lead with the score the env is about
+                scores.reverse()
+            self.bar.set_postfix({"episodes": trainer.episodes, **dict(scores),  # in this order
+                                  "kl": f"{stats['approx_kl']:.4f}",
+                                  "ev": f"{stats['explained_variance_baseline']:.2f}",
+                                  "steps_per_s": f"{self._rate(trainer):,.0f}"})
 
     def summary(self, trainer, stats) -> None:
         recent = [r for _, r in trainer.episode_log[-20:]]

@@ -9,6 +9,7 @@ import numpy as np
 import pettingzoo
 import pytest
 from gymnasium.utils.env_checker import check_env
+from gymnasium.vector import AutoresetMode
 from pettingzoo import test as pzt
 
 import envs
@@ -75,21 +76,36 @@ def test_pettingzoo_agent_ends_once_then_leaves():
     assert group_rewards == [pytest.approx(1.0)]  # once, to the agent present at the end
     assert rew["agent_1"] == pytest.approx(-0.01 + 1.0)
     np.testing.assert_allclose(obs["agent_1"], [g1, 1.0, 0.0])  # final obs: both on goal side
+    # as PettingZoo's reference envs (and what SuperSuit's black_death_v3 relies on)
+    assert env.step({}) == ({}, {}, {}, {}, {})
+    assert env.step({"agent_0": 1, "agent_1": 0}) == ({}, {}, {}, {}, {})
+    with pytest.raises(ValueError, match="unknown agents"):
+        env.step({"agent_7": 1})
     with pytest.raises(RuntimeError, match="reset"):
-        env.step({})
+        GroupParallelEnv(num_agents=2).step({})
 
 
-def test_pettingzoo_rejects_actions_for_departed_or_missing_agents():
-    env = GroupParallelEnv(num_agents=2)
-    obs, _ = env.reset(seed=3)
-    g0 = obs["agent_0"][0]
-    for i in range(5):
-        env.step({"agent_0": toward(g0), "agent_1": i % 2})
+def test_pettingzoo_ignores_departed_agents_and_rejects_missing_or_unknown():
+    def run(extra):
+        env = GroupParallelEnv(num_agents=2)
+        obs, _ = env.reset(seed=3)
+        g0 = obs["agent_0"][0]
+        out = []
+        for i in range(8):
+            acts = {"agent_0": toward(g0), "agent_1": i % 2}
+            out.append(env.step({a: v for a, v in acts.items() if a in env.agents or extra}))
+        return env, out
+
+    env, with_departed = run(extra=True)  # TorchRL sends an action for every agent
     assert env.agents == ["agent_1"]
-    with pytest.raises(ValueError, match=r"not acting \['agent_0'\]"):
-        env.step({"agent_0": 1, "agent_1": 1})
+    assert repr(with_departed) == repr(run(extra=False)[1])  # departed agents' actions ignored
+    assert env.step({"agent_0": "anything", "agent_1": 1})[0].keys() == {"agent_1"}
     with pytest.raises(ValueError, match=r"missing \['agent_1'\]"):
         env.step({})
+    with pytest.raises(ValueError, match=r"missing \['agent_1'\]"):
+        env.step({"agent_0": 1})
+    with pytest.raises(ValueError, match=r"unknown agents \['agent_9'\]"):
+        env.step({"agent_1": 1, "agent_9": 1})
     with pytest.raises(ValueError, match="agent_1"):
         env.step({"agent_1": 1.5})
 
@@ -162,9 +178,11 @@ def test_gymnasium_truncation():
     assert truncated and not terminated
 
 
-def test_make_vec_is_native_and_auto_resets():
-    env = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=8, num_agents=3)
+def test_make_vec_same_step_auto_resets():
+    env = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=8, num_agents=3,
+                             autoreset_mode=AutoresetMode.SAME_STEP)
     assert env.num_envs == 8 and isinstance(env.unwrapped, envs.gymnasium.GroupVectorEnv)
+    assert env.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
     obs, _ = env.reset(seed=0)
     assert env.observation_space.contains(obs)
     rng = np.random.default_rng(0)
@@ -176,9 +194,80 @@ def test_make_vec_is_native_and_auto_resets():
             done = info["_final_obs"]
             np.testing.assert_array_equal(done, term | trunc)
             assert (info["final_obs"]["vector"][done][..., 1:].sum(-1) > 0).all()
+            np.testing.assert_array_equal(obs["vector"][done][..., 1:], 0.0)  # next episode
             ended += done.sum()
     assert ended > 8
     env.close()
+
+
+def test_make_vec_next_step_is_the_default_and_spends_one_step_on_resets():
+    env = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=8, num_agents=3)
+    assert env.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    obs, _ = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    prev_done, restarts = np.zeros(8, bool), 0
+    for _ in range(100):
+        obs, reward, term, trunc, info = env.step(rng.integers(0, 2, (8, 3, 1)))
+        assert env.observation_space.contains(obs) and "final_obs" not in info
+        done = term | trunc
+        # the step after an end: the next episode's first observation, reward 0, no flags
+        assert not done[prev_done].any() and (reward[prev_done] == 0).all()
+        np.testing.assert_array_equal(obs["vector"][prev_done][..., 1:], 0.0)
+        np.testing.assert_array_equal(obs["alive"][prev_done], 1)
+        assert (obs["vector"][term][..., 1:].sum(-1) > 0).all()  # terminal view: scoreboard
+        restarts += prev_done.sum()
+        prev_done = done
+    assert restarts > 8
+    with pytest.raises(ValueError, match="autoreset_mode"):
+        gymnasium.make_vec("groupenvs/Goal-v0", autoreset_mode=AutoresetMode.DISABLED)
+    # Gymnasium's own vectorizers take it through vector_kwargs, over the single-group env
+    sync = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, vectorization_mode="sync",
+                              vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+    sync.reset(seed=0)
+    finals = 0
+    for _ in range(60):
+        *_, info = sync.step(rng.integers(0, 2, (2, 2, 1)))
+        finals += int(info.get("_final_obs", np.zeros(2, bool)).sum())
+    assert finals > 0
+
+
+@pytest.mark.parametrize("kind", ACTION_KINDS)
+def test_flat_joint_view_has_1d_spaces(kind):
+    env = gymnasium.make("groupenvs/GoalVisual-v0", num_agents=3, flat=True, num_vector=1,
+                         action_sizes=ACTION_KINDS[kind])
+    assert env.observation_space.shape == (3 * 3 + 3 * 20 * 20 * 3 + 3,)
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(obs[-3:], 1.0)  # the alive mask closes the vector
+    space = env.action_space
+    flat_spaces = space.values() if isinstance(space, gymnasium.spaces.Dict) else [space]
+    assert all(len(s.shape) == 1 for s in flat_spaces)
+    vec = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, num_agents=3, flat=True)
+    assert vec.single_action_space == gymnasium.spaces.MultiDiscrete([2, 2, 2])
+    vec.reset(seed=0)
+    with pytest.raises(ValueError, match="3 entries per env"):
+        vec.step(np.zeros((2, 3, 1), np.int64))
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_flat_make_vec_carries_the_same_data(mode):
+    kw = {"num_envs": 4, "num_agents": 2, "autoreset_mode": mode}
+    flat = gymnasium.make_vec("groupenvs/GoalVisual-v0", num_vector=1, flat=True, **kw)
+    nested = gymnasium.make_vec("groupenvs/GoalVisual-v0", num_vector=1, **kw)
+
+    def as_flat(obs):
+        return np.concatenate([obs[k].reshape(4, -1) for k in ("vector", "image_0", "alive")], 1)
+
+    a, b = flat.reset(seed=1)[0], nested.reset(seed=1)[0]
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        np.testing.assert_array_equal(a, as_flat(b))
+        action = rng.integers(0, 2, (4, 2, 1))
+        a, ra, *_, info_a = flat.step(action.reshape(4, 2))
+        b, rb, *_, info_b = nested.step(action)
+        np.testing.assert_array_equal(ra, rb)
+        if "final_obs" in info_b:
+            np.testing.assert_array_equal(info_a["final_obs"], as_flat(info_b["final_obs"]))
 
 
 def test_gymnasium_bad_arguments():

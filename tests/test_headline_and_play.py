@@ -1,0 +1,138 @@
+"""The headline score follows the env (group return where it pays one, team return otherwise),
+and `poca play` shows and records `module:factory` envs."""
+
+import json
+import sys
+import types
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+from poca.cli import main
+from poca.trainer import _MetricsWriter
+
+
+class Scored(ParallelEnv):
+    """Two agents, 5 steps; each is paid 1 per step it takes action 1 (no group reward)."""
+
+    metadata = {"name": "scored_v0", "render_modes": ["rgb_array"], "render_fps": 10}
+    steps_taken = 0  # over every instance: tells whether anything was played
+
+    def __init__(self, render_mode=None):
+        self.possible_agents = ["a_0", "a_1"]
+        self.render_mode = render_mode
+        self._obs, self._act = spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(2)
+
+    def observation_space(self, agent):
+        return self._obs
+
+    def action_space(self, agent):
+        return self._act
+
+    def reset(self, seed=None, options=None):
+        self.t, self.agents = 0, list(self.possible_agents)
+        return {a: np.zeros(2, np.float32) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        Scored.steps_taken += 1
+        self.t += 1
+        obs = {a: np.array([self.t / 5, i], np.float32) for i, a in enumerate(self.agents)}
+        rew = {a: float(actions[a]) for a in self.agents}
+        ended = {a: self.t >= 5 for a in self.agents}
+        self.agents = [] if self.t >= 5 else self.agents
+        return obs, rew, ended, dict.fromkeys(ended, False), {a: {} for a in ended}
+
+    def render(self):
+        frame = np.zeros((30, 45, 3), np.uint8)  # odd sizes on purpose (mp4 wants even ones)
+        frame[:, : 9 * self.t] = 200
+        return frame
+
+
+@pytest.fixture(scope="module")
+def third_party(tmp_path_factory):
+    """A trained checkpoint of a PettingZoo env importable as `scored_pz:Scored`."""
+    module = types.ModuleType("scored_pz")
+    module.Scored = Scored
+    sys.modules["scored_pz"] = module
+    run = tmp_path_factory.mktemp("scored")
+    yield run
+    del sys.modules["scored_pz"]
+
+
+def test_third_party_train_and_eval_lead_with_the_team_return(third_party, capsys):
+    assert main(["train", "scored_pz:Scored", "--run-dir", str(third_party), "--no-progress",
+                 "--max-steps", "800", "--num-envs", "4",
+                 "--set", "hyperparameters.buffer_size=200",
+                 "--set", "hyperparameters.batch_size=50"]) == 0
+    out = capsys.readouterr().out
+    line = next(s for s in out.splitlines() if s.startswith("last 20 episodes"))
+    assert line.index("team return") < line.index("group return"), line
+    team = float(line.split("team return (sum of all rewards) ")[1].split(";")[0])
+    assert 0 <= team <= 10 and line.endswith("mean group return +0.000")
+    checkpoint = str(third_party / "checkpoints" / "latest.pt")
+    assert main(["eval", "scored_pz:Scored", "--checkpoint", checkpoint, "--episodes", "8",
+                 "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["score"] == "team return" and result["group_mean"] == 0.0
+    assert result["mean"] == result["team_mean"] > 0  # random-ish policies still score
+    assert main(["eval", "scored_pz:Scored", "--checkpoint", checkpoint, "--episodes", "8"]) == 0
+    assert capsys.readouterr().out.startswith("team return (sum of all rewards) over 8 episodes")
+
+
+@pytest.mark.parametrize("pays_group_reward", [True, False])
+def test_progress_bar_leads_with_the_env_score_and_stops_at_its_total(pays_group_reward):
+    writer = _MetricsWriter(None, True, total=1000, initial=0)
+    trainer = SimpleNamespace(agent_steps=1180, episodes=3, episode_log=[(500, 0.5)],
+                              team_log=[2.0], env=SimpleNamespace(
+                                  pays_group_reward=pays_group_reward))
+    stats = {"approx_kl": 0.01, "explained_variance_baseline": 0.5}
+    writer.progress(trainer, stats)
+    assert writer.bar.n == 1000  # the last rollout overshoots max_steps; the bar does not
+    keys = writer.bar.postfix.split(", ")
+    names = [k.split("=")[0] for k in keys if "return" in k]
+    assert names == (["group_return", "team_return"] if pays_group_reward
+                     else ["team_return", "group_return"])
+    writer.close()
+
+
+def test_play_module_factory_records_gif_and_checks_the_format_first(third_party, tmp_path,
+                                                                      capsys):
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    checkpoint = str(third_party / "checkpoints" / "latest.pt")
+    if not (third_party / "checkpoints" / "latest.pt").exists():
+        pytest.skip("needs the checkpoint trained by the train/eval test")
+    gif = tmp_path / "scored.gif"
+    assert main(["play", "scored_pz:Scored", "--checkpoint", checkpoint, "--episodes", "2",
+                 "--record", str(gif)]) == 0
+    out = capsys.readouterr().out
+    assert "episode 1: team return" in out
+    with Image.open(gif) as image:
+        assert image.n_frames == 10 and image.size == (45, 30)  # copy 0's own frames
+    before = Scored.steps_taken
+    assert main(["play", "scored_pz:Scored", "--checkpoint", checkpoint,
+                 "--record", str(tmp_path / "scored.avi")]) == 2
+    assert ".gif or .mp4" in capsys.readouterr().err
+    assert Scored.steps_taken == before and not (tmp_path / "scored.avi").exists()
+    # conftest runs pygame with SDL_VIDEODRIVER=dummy: no window can be shown, and play says so
+    assert main(["play", "scored_pz:Scored", "--checkpoint", checkpoint,
+                 "--render", "human"]) == 2
+    assert "needs a display" in capsys.readouterr().err and Scored.steps_taken == before
+
+
+def test_play_records_mp4_with_imageio(third_party, tmp_path, capsys):
+    imageio_ffmpeg = pytest.importorskip("imageio_ffmpeg")
+    pytest.importorskip("imageio")
+    checkpoint = third_party / "checkpoints" / "latest.pt"
+    if not checkpoint.exists():
+        pytest.skip("needs the checkpoint trained by the train/eval test")
+    mp4 = tmp_path / "scored.mp4"
+    assert main(["play", "scored_pz:Scored", "--checkpoint", str(checkpoint), "--episodes", "1",
+                 "--record", str(mp4)]) == 0
+    assert mp4.read_bytes()[4:8] == b"ftyp"  # an MP4 container
+    # (imageio's ffmpeg reader leaks file handles, so count frames with ffmpeg itself)
+    assert imageio_ffmpeg.count_frames_and_secs(str(mp4)) == (5, 0.5)  # 5 steps at 10 fps
