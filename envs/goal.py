@@ -229,6 +229,20 @@ class GoalGroup(GroupEnv):
         """Goal has no time limit of its own: nobody is truncated by the task itself."""
         return np.zeros((self.num_envs, self.max_agents), dtype=bool)
 
+    def reference_policy(self) -> dict:
+        """The scripted expert: every agent moves every coordinate toward its goal at full speed.
+
+        Returns the action dict for all envs from the current (hidden) state, so it also solves
+        the memory and visual variants. Each agent finishes on its goal side after
+        `ceil(1 / step_size)` steps: group reward 1.0 (`"mlagents"` mode: 1.06).
+        """
+        actions = {}
+        if self.C:
+            actions["continuous"] = np.repeat(self.goal[:, :, None], self.C, axis=2)
+        if self.B:
+            actions["discrete"] = np.repeat(toward(self.goal)[:, :, None], self.B, axis=2)
+        return actions
+
     def _last_index(self, mask):
         return self.max_agents - 1 - np.argmax(mask[:, ::-1], axis=1)
 
@@ -304,6 +318,11 @@ class GoalGroup(GroupEnv):
                     render.text(pygame, surface, f"agent_{a}", (8, top + a * D * lane + 2), 18)
 
         return (width, height), draw
+
+
+def toward(goal, wrong: bool = False):
+    """The discrete action (int64, same shape as `goal`) that moves toward goal +-1 (or away)."""
+    return ((np.asarray(goal) > 0) != wrong).astype(np.int64)
 
 
 def _all_coords(on_edge: np.ndarray) -> np.ndarray:
