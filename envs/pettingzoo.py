@@ -2,14 +2,14 @@
 
 Agents are `agent_0 .. agent_{A-1}`. An agent that ends is reported once, in the step it ends
 (its final observation, its reward, `terminated` or `truncated`), and then leaves `agents` for good.
+An agent that joins mid-episode (Baton Pass) enters `agents` in the step it appears, with its first
+observation and a reward of 0.
 Each agent's reward is its individual reward plus the group reward; `infos[agent]` holds both parts.
 `death_mode="absorb"` instead keeps ended agents in `agents` with zero observations and rewards
 until the whole group ends, for libraries that need a fixed agent set.
 """
 
 from __future__ import annotations
-
-import functools
 
 import numpy as np
 from gymnasium import spaces
@@ -56,11 +56,9 @@ class GroupParallelEnv(ParallelEnv):
                                       (self.spec.num_agents * (width + 1),), dtype=np.float32)
         self._last = None
 
-    @functools.lru_cache(maxsize=None)
     def observation_space(self, agent):
         return self._obs_space
 
-    @functools.lru_cache(maxsize=None)
     def action_space(self, agent):
         return self._act_space
 
@@ -94,14 +92,14 @@ class GroupParallelEnv(ParallelEnv):
             terms = dict.fromkeys(self.agents, ended and not truncated)
             truncs = dict.fromkeys(self.agents, truncated)
         else:
-            terms = dict(zip(self.agents, step.terminated[0, self._slots()].tolist()))
-            truncs = dict(zip(self.agents, step.truncated[0, self._slots()].tolist()))
+            terms = dict(zip(self.agents, step.terminated[0, self._slots()].tolist(), strict=True))
+            truncs = dict(zip(self.agents, step.truncated[0, self._slots()].tolist(), strict=True))
         obs, rewards, infos = {}, {}, {}
         for a in self.agents:
             i = self._slot[a]
             if alive[i]:
                 obs[a] = rows[0][i] if len(rows) == 1 else {
-                    o.name: r[i] for o, r in zip(self.spec.obs, rows)}
+                    o.name: r[i] for o, r in zip(self.spec.obs, rows, strict=True)}
                 rewards[a] = individual[i] + group
                 infos[a] = {"individual_reward": individual[i], "group_reward": group}
                 if step.action_mask is not None:
@@ -110,10 +108,21 @@ class GroupParallelEnv(ParallelEnv):
                 obs[a] = self._zero_obs()
                 rewards[a] = 0.0
                 infos[a] = {"individual_reward": 0.0, "group_reward": 0.0}
+        # agents that joined on this step (tasks that spawn agents): reported from now on
+        joined = [] if ended else [a for a in self.possible_agents if a not in self.agents
+                                   and step.alive[0, self._slot[a]]]
+        for a in joined:
+            obs[a] = self._agent_obs(view, self._slot[a])
+            rewards[a], terms[a], truncs[a] = 0.0, False, False
+            infos[a] = {"individual_reward": 0.0, "group_reward": 0.0}
+            if step.action_mask is not None:
+                infos[a]["action_mask"] = step.action_mask[0, self._slot[a]].astype(np.int8)
         if ended:
             self.agents = []
         elif self.death_mode == "remove":
-            self.agents = [a for a in self.agents if step.alive[0, self._slot[a]]]
+            self.agents = [a for a in self.possible_agents if step.alive[0, self._slot[a]]]
+        elif joined:
+            self.agents = [a for a in self.possible_agents if a in self.agents or a in joined]
         self._last = (view, step.alive[0] if not ended else alive & ~(step.terminated[0]))
         self._render.step(step)
         return obs, rewards, terms, truncs, infos
@@ -141,7 +150,7 @@ class GroupParallelEnv(ParallelEnv):
     def _agent_obs(self, view, i):
         if len(view) == 1:
             return view[0][0, i].copy()
-        return {o.name: part[0, i].copy() for o, part in zip(self.spec.obs, view)}
+        return {o.name: part[0, i].copy() for o, part in zip(self.spec.obs, view, strict=True)}
 
     def _zero_obs(self):
         if len(self.spec.obs) == 1:
