@@ -36,10 +36,10 @@ class BatonPassGroup(grid.GridGroup):
 
     ## Observation Space
     float32 vector per agent: an egocentric `(2 r + 1) x (2 r + 1)` window (`r = view_radius`,
-    default 3) centred on the agent, 6 layers per cell (flattened layer-major): wall (1 off the
-    court), agents (living agents there, including the viewer at the centre, divided by
-    `max_agents`), the food (while it is there), the button when ready, the button when used
-    up, the exits; then 2 own features: it can still eat, it can still press.
+    default 3) centred on the agent, 6 layers per cell (cells row by row, each cell's layers
+    together): wall (1 off the court), agents (living agents there, including the viewer at the
+    centre, divided by `max_agents`), the food (while it is there), the button when ready, the
+    button when used up, the exits; then 2 own features: it can still eat, it can still press.
 
     ## Rewards
     Group reward +1 per meal, and `-living_cost` for every living agent every step (counted before

@@ -37,11 +37,12 @@ class DungeonEscapeGroup(grid.GridGroup):
 
     ## Observation Space
     float32 vector per agent: an egocentric `(2 r + 1) x (2 r + 1)` window (`r = view_radius`,
-    default 2) centred on the agent, 7 layers per cell (flattened layer-major): wall (1 off the
-    board), agents (how many living agents stand there, including the viewer at the centre,
-    divided by `num_agents`), the key dragon, other dragons, the key on the ground, the door, the
-    portal; then 2 own features: it holds the key, a groupmate holds the key. Nothing outside the
-    window is seen, so where the door is may be unknown until an agent gets near.
+    default 2) centred on the agent, 7 layers per cell (cells row by row, each cell's layers
+    together): wall (1 off the board), agents (how many living agents stand there, including the
+    viewer at the centre, divided by `num_agents`), the key dragon, other dragons, the key on
+    the ground, the door, the portal; then 2 own features: it holds the key, a groupmate holds
+    the key. Nothing outside the window is seen, so where the door is may be unknown until an
+    agent gets near.
 
     ## Rewards
     Group reward +1 when a living agent holding the key stands on the door; nothing else (no

@@ -32,9 +32,9 @@ class PushBlockGroup(grid.GridGroup):
 
     ## Observation Space
     float32 vector per agent: an egocentric `(2 r + 1) x (2 r + 1)` window (`r = view_radius`,
-    default 3) centred on the agent, 6 layers per cell (flattened layer-major): wall (1 off the
-    board), agents (how many stand there, including the viewer at the centre, divided by
-    `num_agents`), blocks of weight 1, 2 and 3, and the goal row.
+    default 3) centred on the agent, 6 layers per cell (cells row by row, each cell's layers
+    together): wall (1 off the board), agents (how many stand there, including the viewer at the
+    centre, divided by `num_agents`), blocks of weight 1, 2 and 3, and the goal row.
 
     ## Rewards
     Group reward: a block's weight when it is scored, and `-time_penalty` every step. No
@@ -151,7 +151,7 @@ class PushBlockGroup(grid.GridGroup):
         grid.count(layers, 0, self.agent_pos[ids], self.alive[ids], 1.0 / self.max_agents)
         for w in (1, 2, 3):
             grid.paint(layers, w, self.block_pos[ids], self.block_on[ids] & (self.weights == w))
-        layers[:, 4, 0, :] = 1.0
+        layers[:, 0, :, 4] = 1.0  # the top row
 
     # -- the scripted policy --
     def reference_policy(self) -> dict:

@@ -430,13 +430,13 @@ def test_egocentric_window_sees_walls_and_things_around_the_agent():
     env.reset(seed=0)
     env.agent_pos[0] = [[0, 0], [5, 5], [5, 5]]
     env.block_pos[0] = [[1, 1], [3, 3], [4, 2]]
-    view = env._observe()[0][0, 0].reshape(6, 3, 3)  # wall, agent, block 1, 2, 3, goal
+    view = env._observe()[0][0, 0].reshape(3, 3, 6).transpose(2, 0, 1)  # wall, agent, ...
     np.testing.assert_array_equal(view[0], [[1, 1, 1], [1, 0, 0], [1, 0, 0]])
     np.testing.assert_allclose(view[1], [[0, 0, 0], [0, 1 / 3, 0], [0, 0, 0]], rtol=1e-6)
     np.testing.assert_array_equal(view[2], [[0, 0, 0], [0, 0, 0], [0, 0, 1]])
     np.testing.assert_array_equal(view[5], [[0, 0, 0], [0, 1, 1], [0, 0, 0]])
     assert env.spec.obs[0].shape == (6 * 9,)
-    crowd = env._observe()[0][0, 1].reshape(6, 3, 3)[1]
+    crowd = env._observe()[0][0, 1].reshape(3, 3, 6)[..., 1]
     assert crowd[1, 1] == pytest.approx(2 / 3)  # both agents on (5, 5)
 
 
