@@ -76,7 +76,8 @@ class BatonPassGroup(grid.GridGroup):
     """
 
     LAYERS = ("agent", "food", "button_ready", "button_used", "exit")
-    STATE = ("agent_pos", "can_eat", "can_press", "food", "button", "food_on", "ready")
+    STATE = ("agent_pos", "left", "joined", "can_eat", "can_press", "food", "button", "food_on",
+             "ready")
 
     def __init__(self, num_envs: int = 1, max_agents: int = 4, size: int = 7,
                  view_radius: int = 3, living_cost: float = 0.01, max_steps: int = 60):
@@ -101,6 +102,7 @@ class BatonPassGroup(grid.GridGroup):
         self.food_on = np.zeros(E, bool)
         self.ready = np.zeros(E, bool)  # the button can be pressed
         self.joined = np.zeros(E, np.int64)  # slots used so far this episode
+        self.left = np.zeros((E, A), bool)  # walked out through an exit (for drawing)
         self._slot = np.arange(A)
         self._on_exit = np.zeros((N, N), bool)
         self._on_exit[self.exits[:, 0], self.exits[:, 1]] = True
@@ -116,6 +118,7 @@ class BatonPassGroup(grid.GridGroup):
         self.can_eat[idx, 0] = self.can_press[idx, 0] = True
         self.food_on[idx], self.ready[idx] = True, False
         self.joined[idx] = 1
+        self.left[idx] = False
         self.alive[idx] = False
         self.alive[idx, 0] = True
 
@@ -128,6 +131,7 @@ class BatonPassGroup(grid.GridGroup):
         at = self.agent_pos[..., 0], self.agent_pos[..., 1]
         terminated = self.alive & self._on_exit[at]
         self.alive &= ~terminated
+        self.left |= terminated
         eaters = self.alive & self.can_eat & self.food_on[:, None] & (
             self.agent_pos == self.food[:, None]).all(2)
         ate = agent_any(eaters)
@@ -201,7 +205,8 @@ class BatonPassGroup(grid.GridGroup):
         if snap["food_on"]:
             x, y = corner(*snap["food"])
             pygame.draw.circle(surface, _FOOD, (x + cell // 2, y + cell // 2), cell // 4)
-        for a in np.flatnonzero(snap["alive"]):
+        present = (np.arange(self.max_agents) < snap["joined"]) & ~snap["left"]
+        for a in np.flatnonzero(present):  # alive, or still there when the episode ended
             x, y = corner(*snap["agent_pos"][a])
             useful = snap["can_eat"][a] or snap["can_press"][a]
             centre = (x + cell // 2 + 3 * (a % 3 - 1), y + cell // 2 + 3 * (a // 3 % 3 - 1))

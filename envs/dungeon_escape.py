@@ -83,8 +83,8 @@ class DungeonEscapeGroup(grid.GridGroup):
     """
 
     LAYERS = ("agent", "key_dragon", "dragon", "key", "door", "portal")
-    STATE = ("agent_pos", "dragon_pos", "dragon_on", "key_pos", "key_state", "holder", "door",
-             "portal")
+    STATE = ("agent_pos", "dead", "dragon_pos", "dragon_on", "key_pos", "key_state", "holder",
+             "door", "portal")
 
     def __init__(self, num_envs: int = 1, num_agents: int = 3, num_dragons: int = 1,
                  size: int = 6, view_radius: int = 2, dragon_period: int = 2,
@@ -97,6 +97,7 @@ class DungeonEscapeGroup(grid.GridGroup):
         self._grid_state()
         E, D = self.num_envs, self.num_dragons
         self.agent_pos = np.zeros((E, A, 2), np.int64)
+        self.dead = np.zeros((E, A), bool)  # killed by a dragon (for drawing)
         self.dragon_pos = np.zeros((E, D, 2), np.int64)
         self.dragon_on = np.zeros((E, D), bool)  # dragon 0 carries the key while it is on
         self.key_pos = np.zeros((E, 2), np.int64)
@@ -122,6 +123,7 @@ class DungeonEscapeGroup(grid.GridGroup):
         taken[rows, layout[..., 0], layout[..., 1]] = True
         self.agent_pos[idx] = grid.random_cells(self.uniform(idx, N * N, step=1), taken,
                                                 self.max_agents)
+        self.dead[idx] = False
         self.dragon_on[idx] = True
         self.key_state[idx] = HELD_BY_DRAGON
         self.key_pos[idx] = self.dragon_pos[idx, 0]
@@ -166,6 +168,7 @@ class DungeonEscapeGroup(grid.GridGroup):
         self.key_pos = np.where(slain[:, None], self.dragon_pos[:, 0], self.key_pos)
         rows = np.arange(self.num_envs)
         lost = (self.key_state == HELD_BY_AGENT) & dies[rows, self.holder]
+        self.dead |= dies
         ends = dies | (self.alive & lost[:, None])  # the key is gone: so is the group's chance
         terminated |= ends
         self.alive &= ~ends
@@ -252,10 +255,10 @@ class DungeonEscapeGroup(grid.GridGroup):
                     box(pos, _KEY, cell // 2 - 5)
         if snap["key_state"] == ON_GROUND:
             box(snap["key_pos"], _KEY, cell // 3)
-        for a, (pos, alive) in enumerate(zip(snap["agent_pos"], snap["alive"], strict=True)):
+        for a, (pos, dead) in enumerate(zip(snap["agent_pos"], snap["dead"], strict=True)):
             x, y = corner(*pos)
             centre = (x + cell // 2, y + cell // 2)
-            if alive:
+            if not dead:  # alive, or still there when the episode ended
                 pygame.draw.circle(surface, render.ACTING, centre, cell // 3)
                 if snap["key_state"] == HELD_BY_AGENT and snap["holder"] == a:
                     pygame.draw.circle(surface, _KEY, centre, cell // 3, 4)

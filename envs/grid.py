@@ -194,7 +194,7 @@ class GridGroup(GroupEnv):
 
     def _snapshot(self, env: int) -> dict:
         snap = {name: np.copy(getattr(self, name)[env]) for name in self.STATE}
-        snap["alive"], snap["t"] = self.alive[env].copy(), int(self.t[env])
+        snap["t"] = int(self.t[env])
         return snap
 
     # -- rendering --

@@ -185,7 +185,7 @@ class PushBlockGroup(grid.GridGroup):
                 pygame.draw.rect(surface, _BLOCK[w - 1], (x + 5, y + 5, cell - 10, cell - 10))
                 render.text(pygame, surface, str(w), (x + cell // 2 - 5, y + cell // 2 - 8), 26)
         cells: dict[tuple[int, int], list[int]] = {}
-        for a in np.flatnonzero(snap["alive"]):
+        for a in range(self.max_agents):  # agents stay to the end in this task
             cells.setdefault(tuple(snap["agent_pos"][a]), []).append(int(a))
         for (r, c), agents in cells.items():
             x, y = corner(r, c)
