@@ -301,11 +301,12 @@ class GroupEnv(ABC):
         """Start a new episode in envs `idx` (int [n], sorted, distinct).
 
         Must write the start state of those envs and set `self.alive[idx]` (bool [n, A]) to the
-        slots that act on the first step (the others may join later by becoming alive in
-        `_step`). Draw randomness with `self.random_bits(idx)` / `self.uniform(idx, k)`: the
-        episode counter has already moved on, so each call draws fresh values. On auto-reset
-        `self.t[idx]` still counts the ended episode's steps; with `self.record_final` set (by a
-        rendering view) keep what `frame(..., final=True)` needs before overwriting it.
+        slots that act on the first step (the others may join later by becoming alive in `_step`).
+        Draw randomness with `self.random_bits(idx)` / `self.uniform(idx, k, step=j)` (a different
+        `j` per independent draw): `self.episode[idx]` already numbers the new episode, so every
+        episode draws fresh values. On auto-reset `self.t[idx]` still counts the ended episode's
+        steps; with `self.record_final` set (by a rendering view) keep what `frame(..., final=True)`
+        needs before overwriting it.
         """
 
     @abstractmethod
@@ -313,15 +314,15 @@ class GroupEnv(ABC):
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Advance every env by one step and return `(reward, group_reward, terminated, truncated)`.
 
-        `cont` is float32 [E, A, C] in [-1, 1] (None without continuous actions), `disc` int64
-        [E, A, B] within the branch sizes (None without discrete actions); entries of slots that
-        are not alive hold anything and must be ignored. Returns float32 `reward` [E, A] (each
-        agent's individual reward), float32 `group_reward` [E], and bool `terminated` /
-        `truncated` [E, A] for agents whose episode ends on this step (the task's own time
-        limits go in `truncated`; the base adds truncation at `spec.max_steps` itself).
-        Must also update `self.alive` [E, A]: clear the agents that ended, set the agents that
-        join; the group's episode ends (and is reset) when no slot is alive, so a task that ends
-        a whole group ends every one of its agents.
+        `cont` is float32 [E, A, C] in [-1, 1] (None without continuous actions), `disc` ints [E, A,
+        B] within the branch sizes (None without discrete actions); entries of slots that are not
+        alive hold anything and must be ignored. `self.t` [E] counts each env's steps before this
+        one. Returns fresh arrays: float32 `reward` [E, A] (each agent's individual reward), float32
+        `group_reward` [E], and bool `terminated` / `truncated` [E, A] for agents whose episode ends
+        on this step (the task's own time limits go in `truncated`; the base adds truncation at
+        `spec.max_steps` itself). Must also update `self.alive` [E, A]: clear the agents that ended,
+        set the agents that join; the group's episode ends (and is reset) when no slot is alive, so
+        a task that ends a whole group ends every one of its agents.
         """
 
     @abstractmethod
