@@ -370,20 +370,25 @@ def test_baton_pass_rules():
     np.testing.assert_array_equal(s.terminated[0], [False, True, True])
 
 
-def test_baton_pass_agents_join_the_pettingzoo_view():
-    env = GroupParallelEnv("BatonPass-v0", max_agents=3)
+@pytest.mark.parametrize("death_mode, expected", [
+    ("remove", [["agent_0"], ["agent_0", "agent_1"], ["agent_1"], ["agent_1", "agent_2"],
+                ["agent_2"], []]),
+    ("absorb", [["agent_0"], ["agent_0", "agent_1"], ["agent_0", "agent_1", "agent_2"], []]),
+])
+def test_baton_pass_agents_join_the_pettingzoo_view(death_mode, expected):
+    env = GroupParallelEnv("BatonPass-v0", max_agents=3, death_mode=death_mode)
     obs, _ = env.reset(seed=0)
     assert env.agents == ["agent_0"] and list(obs) == ["agent_0"]
     seen, total = [], 0.0
     while env.agents:
         policy = env.core.reference_policy()["discrete"][0, :, 0]
-        obs, rew, term, trunc, info = env.step({a: int(policy[env._slot[a]]) for a in env.agents})
+        acting = [a for a in env.agents if env.core.alive[0, env._slot[a]]]
+        obs, rew, term, trunc, info = env.step({a: int(policy[env._slot[a]]) for a in acting})
         assert set(obs) == set(rew) == set(term) == set(trunc) == set(info)
-        total += info[next(iter(info))]["group_reward"]
+        total += info[acting[0]]["group_reward"]  # the same for every agent that acted
         if env.agents not in seen:
             seen.append(list(env.agents))
-    assert seen == [["agent_0"], ["agent_0", "agent_1"], ["agent_1"], ["agent_1", "agent_2"],
-                    ["agent_2"], []]
+    assert seen == expected
     assert total == pytest.approx(3 - 0.01 * (7 + 7 + 2))
 
 
