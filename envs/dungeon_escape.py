@@ -71,7 +71,7 @@ class DungeonEscapeGroup(grid.GridGroup):
     | argument | default | meaning |
     |---|---|---|
     | `num_envs` | 1 | dungeons stepped at once (native core only) |
-    | `num_agents` | 3 | agents, 1..8 (hard variant: 5) |
+    | `num_agents` | 3 | agents, 2..8 (hard variant: 5): one must die for another to win |
     | `num_dragons` | 1 | the key dragon plus 0-2 chasing dragons (hard variant: 3) |
     | `size` | 6 | the board is `size x size` cells, 4..32 |
     | `view_radius` | 2 | the window is `2 * view_radius + 1` cells wide |
@@ -89,7 +89,7 @@ class DungeonEscapeGroup(grid.GridGroup):
     def __init__(self, num_envs: int = 1, num_agents: int = 3, num_dragons: int = 1,
                  size: int = 6, view_radius: int = 2, dragon_period: int = 2,
                  max_steps: int = 50):
-        A = check_int("num_agents", num_agents, 1, 8)
+        A = check_int("num_agents", num_agents, 2, 8)  # one to die, one to carry the key
         self.num_dragons = check_int("num_dragons", num_dragons, 1, 3)
         self.dragon_period = check_int("dragon_period", dragon_period, 1, 8)
         self._grid_init(size, view_radius, min_size=4)

@@ -203,6 +203,7 @@ def test_bad_actions_name_env_and_agent(task):
     ("DungeonEscape-v0", {"size": 3}, ValueError, "size must be in"),
     ("DungeonEscape-v0", {"dragon_period": 0}, ValueError, "dragon_period"),
     ("DungeonEscape-v0", {"num_agents": 2.0}, TypeError, "num_agents must be an int"),
+    ("DungeonEscape-v0", {"num_agents": 1}, ValueError, r"num_agents must be in \[2, 8\]"),
     ("BatonPass-v0", {"max_agents": 1}, ValueError, "max_agents"),
     ("BatonPass-v0", {"living_cost": -1}, ValueError, "living_cost"),
     ("BatonPass-v0", {"view_radius": 0}, ValueError, "view_radius"),
