@@ -3,9 +3,12 @@
     python benchmarks/throughput.py [--repeats 5] [--seconds 0.5]
 
 Measures, in one run: the native batched Goal core at several batch sizes, the visual (one
-20x20 image) and entity-list variants, the PettingZoo view (one group), and a bare numpy update
-of the same shape as Goal's step (the ceiling: read actions, move, clamp, detect finishers,
-write observations, with no episode logic). Prints medians.
+20x20 image) and entity-list variants, the paper tasks (Dungeon Escape, Baton Pass, Push Block)
+at E=1024, the PettingZoo view (one group), and a bare numpy update of the same shape as Goal's
+step (the ceiling: read actions, move, clamp, detect finishers, write observations, with no
+episode logic). "native" rows step pre-drawn random actions and count every agent slot (env
+steps x A); "reference policy" rows step the task's scripted policy, its cost included, and
+count the agents alive. Prints medians.
 """
 
 from __future__ import annotations
@@ -43,10 +46,21 @@ def core_rate(task: str, num_envs: int, seconds: float, **kw) -> float:
         if C:
             act["continuous"] = rng.uniform(-1, 1, (num_envs, A, C)).astype(np.float32)
         if branches:
-            act["discrete"] = rng.integers(0, 2, (num_envs, A, len(branches)))
+            act["discrete"] = rng.integers(0, branches, (num_envs, A, len(branches)))
         pool.append(act)
     it = iter(range(1 << 62))
     return _rate(lambda: env.step(pool[next(it) % 8]), num_envs * A, seconds)
+
+
+def reference_rate(task: str, num_envs: int, seconds: float) -> float:
+    """Steps driven by the task's scripted `reference_policy` (its cost included)."""
+    env = envs.make_group(task, num_envs=num_envs)
+    env.reset(seed=0)
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        count += int(env.alive.sum())  # agents that act, not slots
+        env.step(env.reference_policy())
+    return count / (time.perf_counter() - start)
 
 
 def ceiling_rate(num_envs: int, num_agents: int, seconds: float) -> float:
@@ -97,16 +111,26 @@ def main() -> None:
     for E in (1, 64, 1024, 16384):
         # native and ceiling alternate, so a slow moment of the machine hits both alike
         pairs = [(core_rate("Goal-v0", E, s), ceiling_rate(E, 2, s)) for _ in range(r)]
-        native, ceiling = (statistics.median(x) for x in zip(*pairs))
+        native, ceiling = (statistics.median(x) for x in zip(*pairs, strict=True))
         rows.append((f"Goal-v0 native E={E}", native, ceiling))
     for task, E in (("GoalVisual-v0", 256), ("GoalEntities-v0", 1024)):
-        rows.append((f"{task} native E={E}", _median(lambda: core_rate(task, E, s), r), None))
-    rows.append(("Goal-v0 PettingZoo view", _median(lambda: pettingzoo_rate("Goal-v0", s), r), None))
-    print(f"{'case':34s} {'agent-steps/s':>15s} {'ceiling':>15s} {'of ceiling':>10s}")
+        rows.append((f"{task} native E={E}",
+                     _median(lambda task=task, E=E: core_rate(task, E, s), r), None))
+    rows.append(("Goal-v0 reference policy E=1024",
+                 _median(lambda: reference_rate("Goal-v0", 1024, s), r), None))
+    for task in ("DungeonEscape-v0", "DungeonEscapeHard-v0", "BatonPass-v0", "PushBlock-v0"):
+        # random actions count every slot; the reference rows count the agents alive
+        rows.append((f"{task} native E=1024",
+                     _median(lambda task=task: core_rate(task, 1024, s), r), None))
+        rows.append((f"{task} reference policy E=1024",
+                     _median(lambda task=task: reference_rate(task, 1024, s), r), None))
+    rows.append(("Goal-v0 PettingZoo view",
+                 _median(lambda: pettingzoo_rate("Goal-v0", s), r), None))
+    print(f"{'case':44s} {'agent-steps/s':>15s} {'ceiling':>15s} {'of ceiling':>10s}")
     for name, rate, ceiling in rows:
         frac = f"{rate / ceiling:10.0%}" if ceiling else ""
         ceil = f"{ceiling:15,.0f}" if ceiling else ""
-        print(f"{name:34s} {rate:15,.0f} {ceil:>15s} {frac}")
+        print(f"{name:44s} {rate:15,.0f} {ceil:>15s} {frac}")
 
 
 if __name__ == "__main__":

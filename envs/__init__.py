@@ -12,8 +12,11 @@ import re
 import gymnasium
 import pettingzoo
 
+from envs.baton_pass import BatonPassGroup
 from envs.core import GroupEnv, GroupSpec, GroupStep, ObsSpec, check_kwargs
+from envs.dungeon_escape import DungeonEscapeGroup
 from envs.goal import GoalGroup
+from envs.push_block import PushBlockGroup
 
 # Gymnasium name -> (class, the variant's default arguments)
 TASKS: dict[str, tuple[type[GroupEnv], dict]] = {
@@ -21,6 +24,11 @@ TASKS: dict[str, tuple[type[GroupEnv], dict]] = {
     "GoalMemory-v0": (GoalGroup, {"show_steps": 3}),
     "GoalVisual-v0": (GoalGroup, {"num_visual": 1}),
     "GoalEntities-v0": (GoalGroup, {"num_entity_lists": 1}),
+    # the MA-POCA paper's tasks (arXiv 2111.05992), on a grid
+    "DungeonEscape-v0": (DungeonEscapeGroup, {}),
+    "DungeonEscapeHard-v0": (DungeonEscapeGroup, {"num_agents": 5, "num_dragons": 3}),
+    "BatonPass-v0": (BatonPassGroup, {}),
+    "PushBlock-v0": (PushBlockGroup, {}),
 }
 
 __all__ = ["TASKS", "GroupEnv", "GroupSpec", "GroupStep", "ObsSpec", "make_group",

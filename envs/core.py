@@ -9,6 +9,7 @@ env resets that group in the same step (`final_obs` keeps what the ended episode
 from __future__ import annotations
 
 import inspect
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,7 +118,7 @@ def agent_any(mask: np.ndarray) -> np.ndarray:
     return agent_sum(mask.astype(np.float32)) > 0
 
 
-# --- argument checking shared by every task --------------------------------------------------------
+# --- argument checking shared by every task ---------------------------------------------------
 
 
 def check_kwargs(cls: type, kwargs: dict) -> None:
@@ -142,15 +143,14 @@ def check_choice(name: str, value, choices: tuple) -> None:
         raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
 
 
-class GroupEnv:
+class GroupEnv(ABC):
     """Base of every batched task: episode bookkeeping, time limits, auto-reset, input checks.
 
-    A task sets `spec` and implements three methods over its own numpy state:
-      `_reset_envs(idx)`  start new episodes in envs `idx` (and set `self.alive[idx]`)
-      `_step(cont, disc)` advance every env; returns `(reward [E, A], group_reward [E],
-                          terminated [E, A][, truncated [E, A]])` and clears `self.alive` for
-                          agents that ended (the core adds truncation at `max_steps`)
-      `_observe(rows)`    the observation tuple of the current state of envs `rows`
+    A task builds its `GroupSpec`, calls `super().__init__(spec, num_envs)`, keeps its own numpy
+    state batched over envs `E` (and agents `A`), and implements the three abstract hooks below;
+    the base class does the rest (seeding, the step counter `self.t`, truncation at
+    `spec.max_steps`, same-step auto-reset, `final_obs`, action checks). Randomness must come
+    from `self.random_bits` / `self.uniform`, so that env `i`'s episodes depend only on the seed.
     """
 
     spec: GroupSpec
@@ -215,19 +215,18 @@ class GroupEnv:
         self._check_open()
         if self._seed is None:
             raise RuntimeError("step() called before reset(): call reset() first")
-        E, A = self.num_envs, self.max_agents
+        E = self.num_envs
         cont, disc = self._check_actions(actions)
-        reward, group_reward, terminated, *rest = self._step(cont, disc)
-        truncated = rest[0] if rest else np.zeros((E, A), dtype=bool)  # the task's own limits
+        reward, group_reward, terminated, truncated = self._step(cont, disc)
         self._clock += 1
         timed_out = self._clock >= self._deadline
         if timed_out:
             time_up = self.t >= self.spec.max_steps
-            truncated |= self.alive & time_up[:, None]
+            truncated = truncated | (self.alive & time_up[:, None])
             group_done = ~agent_any(self.alive) | time_up
         else:
-            ended = np.logical_or.reduce(terminated, axis=None) or (
-                rest and np.logical_or.reduce(truncated, axis=None))
+            ended = np.logical_or.reduce(terminated, axis=None) or np.logical_or.reduce(
+                truncated, axis=None)
             group_done = ~agent_any(self.alive) if ended else np.zeros(E, dtype=bool)
         obs = final_obs = self._observe()
         if np.logical_or.reduce(group_done):
@@ -237,7 +236,7 @@ class GroupEnv:
             self._reset_envs(idx)  # self.t[idx] still counts the ended episode's steps here
             self._restart_clock(idx)
             obs = tuple(o.copy() for o in final_obs)
-            for o, rows in zip(obs, self._observe(idx)):
+            for o, rows in zip(obs, self._observe(idx), strict=True):
                 o[idx] = rows
         return GroupStep(obs=obs, alive=self.alive.copy(), reward=reward, group_reward=group_reward,
                          terminated=terminated, truncated=truncated, group_done=group_done,
@@ -305,14 +304,43 @@ class GroupEnv:
             raise ValueError(f"actions['{field}'] {what} for env {e}, agent {a}")
 
     # -- task hooks --
+    @abstractmethod
     def _reset_envs(self, idx: np.ndarray) -> None:
-        raise NotImplementedError
+        """Start a new episode in envs `idx` (int [n], sorted, distinct).
 
-    def _step(self, cont, disc) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        raise NotImplementedError
+        Must write the start state of those envs and set `self.alive[idx]` (bool [n, A]) to the
+        slots that act on the first step (the others may join later by becoming alive in `_step`).
+        Draw randomness with `self.random_bits(idx)` / `self.uniform(idx, k, step=j)` (a different
+        `j` per independent draw): `self.episode[idx]` already numbers the new episode, so every
+        episode draws fresh values. On auto-reset `self.t[idx]` still counts the ended episode's
+        steps; with `self.record_final` set (by a rendering view) keep what `frame(..., final=True)`
+        needs before overwriting it.
+        """
 
+    @abstractmethod
+    def _step(self, cont: np.ndarray | None, disc: np.ndarray | None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Advance every env by one step and return `(reward, group_reward, terminated, truncated)`.
+
+        `cont` is float32 [E, A, C] in [-1, 1] (None without continuous actions), `disc` ints [E, A,
+        B] within the branch sizes (None without discrete actions); entries of slots that are not
+        alive hold anything and must be ignored. `self.t` [E] counts each env's steps before this
+        one. Returns fresh arrays: float32 `reward` [E, A] (each agent's individual reward), float32
+        `group_reward` [E], and bool `terminated` / `truncated` [E, A] for agents whose episode ends
+        on this step (the task's own time limits go in `truncated`; the base adds truncation at
+        `spec.max_steps` itself). Must also update `self.alive` [E, A]: clear the agents that ended,
+        set the agents that join; the group's episode ends (and is reset) when no slot is alive, so
+        a task that ends a whole group ends every one of its agents.
+        """
+
+    @abstractmethod
     def _observe(self, rows=slice(None)) -> tuple[np.ndarray, ...]:
-        raise NotImplementedError
+        """The observation of the current state of envs `rows` (a slice or int [n] array).
+
+        One fresh array per `spec.obs` component, in order, each [n, A, *shape] of the
+        component's dtype (float32; uint8 for images); the caller may modify them. Rows of slots
+        that are not alive may hold anything (learners mask them).
+        """
 
     def _action_mask(self) -> np.ndarray | None:
         return None

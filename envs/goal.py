@@ -202,7 +202,7 @@ class GoalGroup(GroupEnv):
         self.alive = acting ^ done_now  # done_now is a subset of acting
         step_cost = acting * _COST
         if not np.logical_or.reduce(done_now, axis=None):
-            return step_cost, np.zeros(self.num_envs, np.float32), done_now
+            return step_cost, np.zeros(self.num_envs, np.float32), done_now, self._no_limit()
         side = np.sign(self.pos[:, :, 0]) if self.D == 1 else np.sign(self.pos) @ self._mean_d
         outcome_now = side * self.goal  # [E, A]: 1 when every coordinate is on the goal side
         # Every env had an agent acting (ended groups restart at once), so a group with nobody
@@ -215,7 +215,7 @@ class GoalGroup(GroupEnv):
             self.obs += board_inc.reshape(self.obs.shape)
             board = self.obs[:, 0, self.obs_size:]
             group_reward = group_end * (board[:, 0] - board[:, 1])  # = mean outcome
-            return step_cost, group_reward.astype(np.float32), done_now
+            return step_cost, group_reward.astype(np.float32), done_now, self._no_limit()
         r_term = np.float32(SUCCESS_REWARD) * outcome_now
         # ML-Agents steps agents in index order, so of those finishing together the highest index
         # is the one that finds nobody left: it alone carries the group reward.
@@ -223,7 +223,25 @@ class GoalGroup(GroupEnv):
         reward = np.where(done_now, np.minimum(-TIME_PENALTY, r_term), step_cost)
         reward = np.where(last, 0.0, reward).astype(np.float32)
         group_reward = agent_sum(last * r_term).astype(np.float32)
-        return reward, group_reward, done_now
+        return reward, group_reward, done_now, self._no_limit()
+
+    def _no_limit(self):
+        """Goal has no time limit of its own: nobody is truncated by the task itself."""
+        return np.zeros((self.num_envs, self.max_agents), dtype=bool)
+
+    def reference_policy(self) -> dict:
+        """The scripted expert: every agent moves every coordinate toward its goal at full speed.
+
+        Returns the action dict for all envs from the current (hidden) state, so it also solves
+        the memory and visual variants. Each agent finishes on its goal side after
+        `ceil(1 / step_size)` steps: group reward 1.0 (`"mlagents"` mode: 1.06).
+        """
+        actions = {}
+        if self.C:
+            actions["continuous"] = np.repeat(self.goal[:, :, None], self.C, axis=2)
+        if self.B:
+            actions["discrete"] = np.repeat(toward(self.goal)[:, :, None], self.B, axis=2)
+        return actions
 
     def _last_index(self, mask):
         return self.max_agents - 1 - np.argmax(mask[:, ::-1], axis=1)
@@ -300,6 +318,11 @@ class GoalGroup(GroupEnv):
                     render.text(pygame, surface, f"agent_{a}", (8, top + a * D * lane + 2), 18)
 
         return (width, height), draw
+
+
+def toward(goal, wrong: bool = False):
+    """The discrete action (int64, same shape as `goal`) that moves toward goal +-1 (or away)."""
+    return ((np.asarray(goal) > 0) != wrong).astype(np.int64)
 
 
 def _all_coords(on_edge: np.ndarray) -> np.ndarray:

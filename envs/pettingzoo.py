@@ -3,6 +3,8 @@
 Agents are `agent_0 .. agent_{A-1}`. An agent that ends is reported once, in the step it ends
 (its final observation, its reward, `terminated` or `truncated`), and then leaves `agents` for good;
 actions later sent for it are ignored, and `step({})` once every agent has left returns empty dicts.
+An agent that joins mid-episode (Baton Pass) enters `agents` in the step it appears, with its first
+observation and a reward of 0.
 Each agent's reward is its individual reward plus the group reward; `infos[agent]` holds both parts.
 `death_mode="absorb"` instead keeps ended agents in `agents` with zero observations and rewards
 until the whole group ends, for libraries that need a fixed agent set.
@@ -119,10 +121,21 @@ class GroupParallelEnv(ParallelEnv):
                 obs[a] = self._zero_obs()
                 rewards[a] = 0.0
                 infos[a] = {"individual_reward": 0.0, "group_reward": 0.0}
+        # agents that joined on this step (tasks that spawn agents): reported from now on
+        joined = [] if ended else [a for a in self.possible_agents if a not in self.agents
+                                   and step.alive[0, self._slot[a]]]
+        for a in joined:
+            obs[a] = self._agent_obs(view, self._slot[a])
+            rewards[a], terms[a], truncs[a] = 0.0, False, False
+            infos[a] = {"individual_reward": 0.0, "group_reward": 0.0}
+            if step.action_mask is not None:
+                infos[a]["action_mask"] = step.action_mask[0, self._slot[a]].astype(np.int8)
         if ended:
             self.agents = []
         elif self.death_mode == "remove":
-            self.agents = [a for a in self.agents if step.alive[0, self._slot[a]]]
+            self.agents = [a for a in self.possible_agents if step.alive[0, self._slot[a]]]
+        elif joined:
+            self.agents = [a for a in self.possible_agents if a in self.agents or a in joined]
         self._last = (view, step.alive[0] if not ended else alive & ~(step.terminated[0]))
         self._render.step(step)
         return obs, rewards, terms, truncs, infos

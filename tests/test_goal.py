@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import envs
+from envs.goal import toward
 
 
 def run(env, actions_per_step):
@@ -14,10 +15,6 @@ def run(env, actions_per_step):
             acts = {"discrete": np.array(acts, dtype=np.int64).reshape(1, -1, 1)}
         out.append(env.step(acts))
     return out
-
-
-def toward(goal, wrong=False):
-    return int((goal > 0) != wrong)
 
 
 def test_group_mode_hand_computed_episode():
@@ -132,3 +129,18 @@ def test_agents_finishing_do_not_move_afterwards():
     pos0 = env.pos[0, 0].copy()
     run(env, [[1 - toward(g[0]), 1]])
     np.testing.assert_array_equal(env.pos[0, 0], pos0)
+
+
+@pytest.mark.parametrize("reward_mode, expected", [("group", 1.0), ("mlagents", 1.06)])
+@pytest.mark.parametrize("kw", [{}, {"action_sizes": (1, 1), "num_agents": 3},
+                                {"action_sizes": (2, 0), "show_steps": 2}])
+def test_reference_policy_reaches_the_maximum_return(reward_mode, expected, kw):
+    env = envs.make_group("Goal-v0", num_envs=64, reward_mode=reward_mode, **kw)
+    env.reset(seed=0)
+    group_return = np.zeros(64)
+    for t in range(5):
+        step = env.step(env.reference_policy())
+        group_return += step.group_reward
+        assert step.group_done.all() == (t == 4)  # 5 steps of 0.2 reach the edge
+    np.testing.assert_allclose(group_return, expected, rtol=1e-6)
+    assert not step.group_truncated.any()

@@ -25,8 +25,8 @@ def no_warnings(fn):
     assert not caught, [str(w.message) for w in caught]
 
 
-@pytest.mark.parametrize("task", sorted(envs.TASKS))
-def test_every_registered_task_passes_both_api_checks(task):
+@pytest.mark.parametrize("task", sorted(t for t in envs.TASKS if t.startswith("Goal")))
+def test_every_goal_variant_passes_both_api_checks(task):  # paper tasks: test_paper_tasks.py
     no_warnings(lambda: check_env(gymnasium.make(f"groupenvs/{task}").unwrapped))
     par = pettingzoo.make("parallel", envs.pettingzoo_id(task), num_agents=3)
     pzt.parallel_api_test(par, num_cycles=100)

@@ -13,6 +13,7 @@ from gymnasium.vector import AutoresetMode
 from pettingzoo import test as pzt
 
 import envs
+from envs.goal import toward
 from envs.pettingzoo import GroupParallelEnv
 
 ACTION_KINDS = {"discrete": (0, 1), "continuous": (1, 0), "hybrid": (1, 1), "wide": (2, 3)}
@@ -49,10 +50,6 @@ def test_registration_in_both_registries():
     assert gymnasium.spec("groupenvs/Goal-v0").vector_entry_point is not None
     assert "groupenvs/goal-v0" in pettingzoo.parallel_registry
     assert envs.pettingzoo_id("GoalMemory-v0") == "groupenvs/goal_memory-v0"
-
-
-def toward(goal, wrong=False):
-    return int((goal > 0) != wrong)
 
 
 def test_pettingzoo_agent_ends_once_then_leaves():
