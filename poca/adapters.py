@@ -11,7 +11,7 @@ import importlib
 import inspect
 import math
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from gymnasium import spaces
@@ -279,7 +279,8 @@ class ParallelEnvGroup(GroupEnv):
                 if name in obs:  # an agent that ended may send its final observation
                     self._write(e, name, obs[name], info, where)
                 elif name in listed and not ended:
-                    raise ValueError(f"{field} is still in agents but has no observation")
+                    raise ValueError(f"{where}: agent {name!r} is still in agents but has no "
+                                     "observation")
             for name in listed:
                 if name not in flagged:  # joined on this step
                     flagged[name] = any(_flag(d.get(name, False), f"{where}: agent {name!r}: "
@@ -375,7 +376,7 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name) -> GroupEnv:
     if takes_num_envs:
         env = factory(num_envs=num_envs, **env_kwargs)
         if isinstance(env, GroupEnv):
-            return env
+            return checked(env)
         raise TypeError(f"{name} returned {type(env).__name__}, not an envs.core.GroupEnv")
     probe = factory(**env_kwargs)
     if not isinstance(probe, ParallelEnv):
@@ -383,3 +384,41 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name) -> GroupEnv:
                         "ParallelEnv or a GroupEnv (a callable taking num_envs)")
     probe.close()
     return ParallelEnvGroup(lambda: factory(**env_kwargs), num_envs, max_agents)
+
+
+def checked(env: GroupEnv) -> GroupEnv:
+    """`env` (from someone else's code) with every reset and step checked where its values
+    enter: a NaN/inf reward, group reward or alive agent's observation raises a ValueError
+    naming the env, the agent, the field and the step."""
+    reset, step = env.reset, env.step
+    steps = np.zeros(env.num_envs, np.int64)
+
+    def check(out, call: str):
+        E, A = env.num_envs, env.max_agents
+        fields = [("group_reward", np.asarray(out.group_reward).reshape(E, 1), None),
+                  ("reward", np.asarray(out.reward), None)]
+        fields += [(f"observation {o.name!r}", np.asarray(x).reshape(E, A, -1), out.alive)
+                   for o, x in zip(env.spec.obs, out.obs, strict=True)]
+        for field, x, alive in fields:
+            if x.dtype.kind != "f":
+                continue
+            bad = ~np.isfinite(x) if alive is None else ~np.isfinite(x).all(-1) & alive
+            if bad.any():
+                e, a = np.argwhere(bad)[0]
+                who = "" if field == "group_reward" else f", agent {a}"
+                raise ValueError(f"{type(env).__name__}.{call}: env {e}{who}: {field} is NaN/inf "
+                                 f"(episode step {steps[e]})")
+        return out
+
+    def checked_reset(seed=None):
+        steps[:] = 0
+        return check(reset(seed=seed), "reset()")
+
+    def checked_step(actions):
+        steps[:] += 1
+        out = check(step(actions), "step()")
+        steps[out.group_done] = 0
+        return out
+
+    env.reset, env.step = checked_reset, checked_step
+    return env

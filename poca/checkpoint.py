@@ -31,6 +31,11 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be read, is incomplete, or does not fit the environment."""
 
 
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line (torch's state-dict errors span several)."""
+    return " ".join(str(err).split())
+
+
 def spec_dict(spec: GroupSpec) -> dict:
     return dataclasses.asdict(spec)
 

@@ -28,7 +28,8 @@ def load_actor(path: str | Path, env: GroupEnv, state: dict | None = None) -> Ac
         actor.load_state_dict(state["actor"])
     except (ValueError, TypeError, RuntimeError) as err:
         raise checkpoint.CheckpointError(f"{path} does not hold a policy for this environment "
-                                         f"and its config: {err}") from None
+                                         f"and its config: {checkpoint.one_line(err)}"
+                                         ) from None
     return actor.eval()
 
 

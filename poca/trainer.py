@@ -381,7 +381,8 @@ class Trainer:
             self.generator.set_state(state["generator"])
         except (RuntimeError, ValueError, KeyError, TypeError) as err:
             raise checkpoint.CheckpointError(
-                f"{path} does not fit this network configuration: {err}") from None
+                f"{path} does not fit this network configuration: {checkpoint.one_line(err)}"
+            ) from None
         self.agent_steps, self.updates = state["agent_steps"], state["updates"]
         self.episodes, self.episode_log = state["episodes"], list(state["episode_log"])
         self.team_log = list(state["team_log"])
