@@ -85,28 +85,25 @@ def _lock(handle, run_dir: Path) -> None:
 
 
 def truncate_metrics(path: Path, agent_steps: int) -> None:
-    """Keep the header and the rows at or below `agent_steps` (atomically)."""
+    """Keep the header and the rows up to `agent_steps`, stopping at the first row past it or
+    half written (atomically)."""
     if not path.exists():
         return
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
     if not rows or "agent_steps" not in rows[0]:
         return
-    col = rows[0].index("agent_steps")
-    keep = [rows[0]] + [r for r in rows[1:] if len(r) > col and _int(r[col]) <= agent_steps]
+    col, keep = rows[0].index("agent_steps"), rows[:1]
+    for row in rows[1:]:
+        if len(row) != len(rows[0]) or not row[col].isdigit() or int(row[col]) > agent_steps:
+            break
+        keep.append(row)
     if len(keep) == len(rows):
         return
     tmp = path.with_suffix(".csv.tmp")
     with open(tmp, "w", newline="") as f:
         csv.writer(f).writerows(keep)
     os.replace(tmp, path)
-
-
-def _int(text: str) -> float:
-    try:
-        return int(text)
-    except ValueError:
-        return float("inf")  # a half-written row
 
 
 class Interrupts:
