@@ -123,7 +123,9 @@ def _train(args) -> int:
     if args.resume:
         if args.run_dir is None:
             raise ValueError("--resume needs the --run-dir of the run to continue")
-        state = checkpoint.load(args.run_dir / "checkpoints" / "latest.pt")
+        from poca.runfolder import latest_checkpoint
+
+        state = checkpoint.load(latest_checkpoint(args.run_dir))
         resumed_from = state["agent_steps"]
         if args.config:
             config = POCAConfig.load(args.config)

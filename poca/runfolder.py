@@ -34,16 +34,28 @@ class RunFolderError(ValueError):
 
 
 def holds_run(run_dir: Path) -> bool:
-    return (run_dir / "metrics.csv").exists() or (run_dir / "checkpoints" / "latest.pt").exists()
+    """A run that can be resumed (one stopped before its first checkpoint cannot)."""
+    return (run_dir / "checkpoints" / "latest.pt").exists()
+
+
+def latest_checkpoint(run_dir: Path) -> Path:
+    """The checkpoint a resumed run continues from, or a clear error."""
+    path = Path(run_dir) / "checkpoints" / "latest.pt"
+    if not path.exists():
+        raise RunFolderError(f"{run_dir} holds no checkpoint to resume from (a run stopped "
+                             "before its first checkpoint can only start again, without "
+                             "--resume)")
+    return path
 
 
 @contextlib.contextmanager
 def claim(run_dir: Path, fresh: bool, agent_steps: int):
     """Hold `run_dir` for this process while the block runs.
 
-    `fresh`: a new run; the folder must not hold one. Otherwise the run continues from
-    `agent_steps`: rows of metrics.csv past it (written after the checkpoint by a process that
-    was then killed) are dropped. Half-written checkpoint files are removed either way.
+    `fresh`: a new run; the folder must not hold one (the metrics.csv of a run stopped before
+    its first checkpoint are dropped). Otherwise the run continues from `agent_steps`: rows of
+    metrics.csv past it (written after the checkpoint by a process that was then killed) are
+    dropped. Half-written checkpoint files are removed either way.
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -59,7 +71,9 @@ def claim(run_dir: Path, fresh: bool, agent_steps: int):
         handle.flush()
         for tmp in (run_dir / "checkpoints").glob("*.tmp"):
             tmp.unlink()
-        if not fresh:
+        if fresh:
+            (run_dir / "metrics.csv").unlink(missing_ok=True)
+        else:
             truncate_metrics(run_dir / "metrics.csv", agent_steps)
         yield run_dir
     finally:

@@ -482,7 +482,7 @@ def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = No
     if resume is not False:
         if run_dir is None:
             raise ValueError("resume needs the run_dir of the run to continue")
-        latest = Path(run_dir) / "checkpoints" / "latest.pt"
+        latest = runfolder.latest_checkpoint(run_dir)
         state = resume if isinstance(resume, dict) else checkpoint.load(latest)
         config, env_kwargs = runfolder.resumed_config(state, config, name, env_kwargs, force)
     config = config or POCAConfig()

@@ -241,3 +241,17 @@ def test_interrupts_wait_inside_held_blocks_and_fire_once():
         with signals.held(then_raise=False):
             pass
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+
+
+def test_a_run_killed_before_its_first_checkpoint_starts_again(tmp_path, capsys):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "metrics.csv").write_text("agent_steps,episodes\n100,3\n")
+    (run / "checkpoints" / "latest.pt4x2.tmp").write_bytes(b"half")
+    assert main(["train", "Goal-v0", "--run-dir", str(run), "--resume", "--no-progress"]) == 2
+    assert "holds no checkpoint to resume from" in capsys.readouterr().err
+    train("Goal-v0", small_config(), run_dir=run)
+    assert metrics(run)[0] > 100 and not list((run / "checkpoints").glob("*.tmp"))
+    (run / "checkpoints" / "latest.pt4x2.tmp").write_bytes(b"half")
+    train("Goal-v0", small_config(max_steps=800), run_dir=run, resume=True)
+    assert not list((run / "checkpoints").glob("*.tmp"))
