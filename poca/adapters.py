@@ -360,10 +360,17 @@ def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
         return _from_factory(factory, num_envs, env_kwargs, max_agents, env_id)
     import envs
 
+    _no_max_agents(max_agents, env_id)
     try:
         return envs.make_group(env_id, num_envs=num_envs, **env_kwargs)
     except KeyError as err:
         raise ValueError(f"{err.args[0]}; or give a 'module:factory' path") from None
+
+
+def _no_max_agents(max_agents, name) -> None:
+    if max_agents is not None:
+        raise ValueError(f"max_agents (--max-agents) applies only to PettingZoo ParallelEnvs; "
+                         f"{name} is a GroupEnv with its own agent slots")
 
 
 def _from_factory(factory, num_envs, env_kwargs, max_agents, name) -> GroupEnv:
@@ -374,6 +381,7 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name) -> GroupEnv:
     except (TypeError, ValueError):
         takes_num_envs = False
     if takes_num_envs:
+        _no_max_agents(max_agents, name)
         env = factory(num_envs=num_envs, **env_kwargs)
         if isinstance(env, GroupEnv):
             return checked(env)

@@ -94,9 +94,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _play(args) -> int:
+    from envs.core import check_int
     from poca.adapters import make_env
     from poca.evaluate import load_actor, play
 
+    check_int("--episodes", args.episodes, 1)
+    check_int("--seed", args.seed, 0, 2**32 - 1)
     if args.render is None and args.record is None:
         raise ValueError("give --render human and/or --record FILE.gif")
     state = checkpoint.load(args.checkpoint)
@@ -173,9 +176,12 @@ def _new_run_dir(env_id: str) -> Path:
 
 
 def _eval(args) -> int:
+    from envs.core import check_int
     from poca.adapters import make_env
     from poca.evaluate import evaluate, load_actor
 
+    check_int("--episodes", args.episodes, 1)
+    check_int("--seed", args.seed, 0, 2**32 - 1)
     state = checkpoint.load(args.checkpoint)
     env_kwargs = state["env_kwargs"] if args.env_kwargs is None else args.env_kwargs
     env = make_env(args.env_id, args.episodes, env_kwargs, args.max_agents)

@@ -93,6 +93,8 @@ class POCAConfig:
             raise ValueError(f"config must be a mapping of settings, got {type(data).__name__}")
         data = dict(data)
         hp = data.get("hyperparameters") or {}
+        if not isinstance(hp, dict):
+            raise ValueError(f"hyperparameters must be a mapping, got {hp!r}")
         # ML-Agents: beta and epsilon schedules follow learning_rate_schedule unless given.
         for key in ("beta_schedule", "epsilon_schedule"):
             if "learning_rate_schedule" in hp and key not in hp:
@@ -199,8 +201,8 @@ class POCAConfig:
                              f"buffer_size ({hp.buffer_size})")
         if not 0 <= hp.lambd <= 1 or not 0 <= self.reward_signals.extrinsic.gamma <= 1:
             raise ValueError("lambd and gamma must be in [0, 1]")
-        if hp.beta < 0 or self.keep_checkpoints < 1:
-            raise ValueError("beta must be >= 0 and keep_checkpoints >= 1")
+        if self.keep_checkpoints < 1:
+            raise ValueError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
         for name in ("learning_rate_schedule", "beta_schedule", "epsilon_schedule"):
             if getattr(hp, name) not in SCHEDULES:
                 raise ValueError(f"hyperparameters.{name} must be one of {list(SCHEDULES)}, "

@@ -355,6 +355,12 @@ CLI_CASES = [  # (argv after "train", fragment)
     (["tests.test_hostile_inputs:nothing_here"], "has no attribute 'nothing_here'"),
     (["tests.test_hostile_inputs:not_callable"], "is not callable: 'not_callable'"),
     (["tests.test_hostile_inputs:broken_module_env"], "returned int; expected a PettingZoo"),
+    (["Goal-v0", "--max-agents", "4"], "max_agents (--max-agents) applies only to PettingZoo"),
+    (["Goal-v0", "--set", "hyperparameters=3"], "hyperparameters must be a mapping, got 3"),
+    (["Goal-v0", "--set", "keep_checkpoints=0"], "keep_checkpoints must be >= 1, got 0"),
+    (["Goal-v0", "--num-envs", "0"], "num_envs must be > 0, got 0"),
+    (["Goal-v0", "--env-kwargs", '{"bogus": 1}'], "got unknown argument(s) ['bogus']"),
+    (["os:getcwd"], "os:getcwd returned str; expected a PettingZoo ParallelEnv"),
     (["hostile_import_error_wt14:make"], "importing 'hostile_import_error_wt14' failed: "
                                          "ZeroDivisionError: division by zero ("),
 ]
@@ -372,6 +378,22 @@ def test_bad_cli_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch, argv, f
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and fragment in err, err
     assert not run.exists()
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["eval", "--episodes", "0"], "--episodes must be >= 1, got 0"),
+    (["eval", "--seed", "-1"], "--seed must be in [0, 4294967295], got -1"),
+    (["eval", "--env-kwargs", '{"action_sizes": [1, 0]}'], "was trained on a different env"),
+    (["play", "--episodes", "-1", "--record", "x.gif"], "--episodes must be >= 1, got -1"),
+    (["play"], "give --render human and/or --record FILE.gif"),
+])
+def test_bad_eval_and_play_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch,
+                                                    good_checkpoint, argv, fragment):
+    monkeypatch.chdir(tmp_path)
+    assert main([argv[0], "Goal-v0", "--checkpoint", str(good_checkpoint), *argv[1:]]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and fragment in err, err
+    assert not (tmp_path / "x.gif").exists()
 
 
 def test_console_script_finds_modules_in_the_current_directory(tmp_path, monkeypatch, capsys):
