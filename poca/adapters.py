@@ -189,7 +189,7 @@ class ParallelEnvGroup(GroupEnv):
             if not isinstance(obs, dict):
                 raise ValueError(f"{where} must be a dict with keys {list(self.obs_space)}, "
                                  f"got {type(obs).__name__}")
-            missing = [k for k, _ in self.components if k not in obs]
+            missing = [k for k in self.obs_space.spaces if k not in obs]
             if missing:
                 raise ValueError(f"{where} lacks the key(s) {missing}")
             values = obs

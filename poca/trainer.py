@@ -275,7 +275,8 @@ class Trainer:
         Ctrl-C or SIGTERM (then `interrupted` is set), and an exception from the env or the
         trainer (saved, then re-raised as it was). What is saved is always the state after a
         whole update: a rollout or an update cut short is dropped, never half-counted. A run that
-        diverges is not saved; its last good checkpoint stays.
+        diverges is not saved; its last good checkpoint stays. In the main thread, SIGINT and
+        SIGTERM handlers are replaced while it runs and put back after.
         """
         cfg, folder = self.config, self.run_dir
         fresh = self.last_checkpoint is None and self.agent_steps == 0

@@ -50,6 +50,8 @@ class Hostile(ParallelEnv):
         self.defect, self.at = defect, at
         self.possible_agents = ["a", "b"]
         self.space = spaces.Discrete(4) if discrete_obs else spaces.Box(-1, 1, (3,), np.float32)
+        if defect in ("mask missing", "mask short"):
+            self.space = spaces.Dict({"obs": self.space, "action_mask": spaces.MultiBinary(2)})
 
     @functools.cache  # noqa: B019
     def observation_space(self, agent):
@@ -60,6 +62,8 @@ class Hostile(ParallelEnv):
         return spaces.Discrete(2)
 
     def _obs(self):
+        if isinstance(self.space, spaces.Dict):
+            return {"obs": np.zeros(3, np.float32), "action_mask": np.ones(2, np.int8)}
         return 1 if isinstance(self.space, spaces.Discrete) else np.zeros(3, np.float32)
 
     def reset(self, seed=None, options=None):
@@ -110,6 +114,10 @@ class Hostile(ParallelEnv):
             term["b"] = True
         if d == "flag str":
             term["b"] = "no"
+        if d == "mask missing":
+            del obs["b"]["action_mask"]
+        if d == "mask short":
+            obs["b"]["action_mask"] = np.ones(1, np.int8)
         if self.t >= 5:
             self.agents = []
         if d == "4-tuple":
@@ -140,6 +148,10 @@ ENV_CASES = [  # (defect, at, discrete obs, exception, fragment)
     ("terminated but listed", 2, False, ValueError,
      "agent 'b' was reported terminated or truncated but is still in agents while 'a'"),
     ("flag str", 2, False, ValueError, "agent 'b': terminations must be a bool, got 'no'"),
+    ("mask missing", 2, False, ValueError, "agent 'b': observation lacks the key(s) "
+                                           "['action_mask']"),
+    ("mask short", 2, False, ValueError, "agent 'b': observation: its action_mask must be 2 "
+                                         "bools, got int8 [1]"),
     ("no infos", 0, False, ValueError, "reset: reset() must return (observations, infos)"),
     ("infos None", 0, False, ValueError, "reset: reset() returned infos = None, not a dict"),
     ("no agents", 0, False, ValueError, "env copy 0, reset: no agents after reset()"),
