@@ -58,8 +58,12 @@ def claim(run_dir: Path, fresh: bool, agent_steps: int):
     dropped. Half-written checkpoint files are removed either way.
     """
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    handle = open(run_dir / LOCK, "a+")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(run_dir / LOCK, "a+")
+    except OSError as err:
+        raise RunFolderError(f"cannot use {run_dir} as a run folder: {err.strerror or err}"
+                             ) from None
     try:
         _lock(handle, run_dir)
         if fresh and holds_run(run_dir):

@@ -362,6 +362,8 @@ CLI_CASES = [  # (argv after "train", fragment)
     (["Goal-v0", "--set", "hyperparameters.learning_rate=nan"], "learning_rate must be > 0"),
     (["Goal-v0", "--set", "hyperparameters.epsilon=inf"], "epsilon must be a finite number"),
     (["Goal-v0", "--force"], "--force only applies with --resume"),
+    (["Goal-v0", "--run-dir", "/proc/no/such/run"], "cannot use /proc/no/such/run as a run "
+                                                    "folder: No such file or directory"),
     (["Goal-v0", "--resume"], "--resume needs the --run-dir"),
     (["no_such_module_xyz:make"], "importing 'no_such_module_xyz' failed: ModuleNotFound"),
     (["tests.test_hostile_inputs:nothing_here"], "has no attribute 'nothing_here'"),
@@ -385,7 +387,7 @@ def test_bad_cli_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch, argv, f
     (tmp_path / "hostile_import_error_wt14.py").write_text("x = 1 / 0\n")
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "run"
-    extra = [] if "--resume" in argv else ["--run-dir", str(run)]
+    extra = [] if "--resume" in argv or "--run-dir" in argv else ["--run-dir", str(run)]
     assert main(["train", *argv, *extra, "--no-progress"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and fragment in err, err
