@@ -260,8 +260,12 @@ class GroupEnv(ABC):
             raise RuntimeError(f"{type(self).__name__} is closed; make a new one")
 
     def _check_actions(self, actions) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """Validate an action dict; returns (continuous clipped to [-1, 1], discrete)."""
+        """Validate an action dict; returns (continuous clipped to [-1, 1], discrete).
+
+        Entries of slots that are not alive are never checked or passed on: the task sees 0
+        there, whatever was sent (NaN, out of range, negative)."""
         E, A = self.num_envs, self.max_agents
+        dead = None if self.alive.all() else ~self.alive
         C, branches = self.spec.continuous_size, self.spec.discrete_branches
         if not isinstance(actions, dict):
             raise TypeError("actions must be a dict with keys 'continuous' and/or 'discrete', "
@@ -280,7 +284,9 @@ class GroupEnv(ABC):
                                  f"got {cont.dtype} {list(cont.shape)}")
             if not np.isfinite(cont.sum()):  # fast path; dead slots may hold anything
                 self._raise_for(~np.isfinite(cont).all(axis=2), "continuous", "is NaN/inf")
-            cont = np.clip(cont, -1.0, 1.0).astype(np.float32, copy=False)
+            cont = np.clip(cont, -1.0, 1.0).astype(np.float32, copy=False)  # a new array
+            if dead is not None:
+                cont[dead] = 0.0
         elif "continuous" in actions and np.size(actions["continuous"]):
             raise ValueError("actions['continuous'] given but this task has no continuous actions")
         if branches:
@@ -292,6 +298,9 @@ class GroupEnv(ABC):
                 # slow path only when some value is out of range somewhere (-1 reads as huge)
                 bad = ((disc < 0) | (disc >= np.asarray(branches))).any(axis=2)
                 self._raise_for(bad, "discrete", f"is out of range (branch sizes {list(branches)})")
+            if dead is not None:
+                disc = disc.copy()
+                disc[dead] = 0
         elif "discrete" in actions and np.size(actions["discrete"]):
             raise ValueError("actions['discrete'] given but this task has no discrete actions")
         return cont, disc

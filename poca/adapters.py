@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
+import traceback
 from collections.abc import Callable
 
 import numpy as np
@@ -43,11 +45,52 @@ def _obs_spec(name: str, space: spaces.Space, where: str) -> ObsSpec:
                    float(min(high, 1e9)))
 
 
-def _encode(space: spaces.Space, value) -> np.ndarray:
+STEP_FIELDS = ("observations", "rewards", "terminations", "truncations", "infos")
+
+
+def _encode(space: spaces.Space, value, where: str) -> np.ndarray:
+    """One observation component as stored; `where` names it in errors."""
     if isinstance(space, spaces.Discrete):
-        return np.eye(int(space.n), dtype=np.float32)[int(value) - int(space.start)]
-    value = np.asarray(value)
-    return value if value.dtype == np.uint8 and value.ndim == 3 else value.reshape(-1)
+        start, n = int(space.start), int(space.n)
+        if isinstance(value, np.ndarray) and value.shape == ():
+            value = value.item()
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"{where} must be an int of {space}, got {value!r}")
+        if not start <= value < start + n:
+            raise ValueError(f"{where} is {value}, outside {space}")
+        return np.eye(n, dtype=np.float32)[int(value) - start]
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"{where} is not an array ({err})") from None
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"{where} must hold numbers, got {array.dtype} {value!r:.80}")
+    if array.shape != space.shape:
+        raise ValueError(f"{where} has shape {array.shape}; the observation space's is "
+                         f"{space.shape}")
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise ValueError(f"{where} holds NaN/inf")
+    return array if space.dtype == np.uint8 and array.ndim == 3 else array.reshape(-1)
+
+
+def _number(value, where: str) -> float:
+    """A finite real number (a reward), or a clear error."""
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
+                                                                    np.floating)):
+        raise ValueError(f"{where} must be a number, got {type(value).__name__} {value!r:.80}")
+    if not math.isfinite(value):
+        raise ValueError(f"{where} is {value}")
+    return float(value)
+
+
+def _flag(value, where: str) -> bool:
+    if isinstance(value, np.ndarray) and value.shape == ():
+        value = value.item()
+    if not isinstance(value, (bool, np.bool_)) and value not in (0, 1):
+        raise ValueError(f"{where} must be a bool, got {value!r:.80}")
+    return bool(value)
 
 
 class ParallelEnvGroup(GroupEnv):
@@ -142,34 +185,65 @@ class ParallelEnvGroup(GroupEnv):
             slots[name] = len(slots)
         return slots[name]
 
-    def _write(self, e: int, name: str, obs, info) -> None:
+    def _write(self, e: int, name: str, obs, info, where: str) -> None:
         i = self._slot_of(e, name)
-        values = obs if isinstance(self.obs_space, spaces.Dict) else {"obs": obs}
+        where = f"{where}: agent {name!r}: observation"
+        if isinstance(self.obs_space, spaces.Dict):
+            if not isinstance(obs, dict):
+                raise ValueError(f"{where} must be a dict with keys {list(self.obs_space)}, "
+                                 f"got {type(obs).__name__}")
+            missing = [k for k in self.obs_space.spaces if k not in obs]
+            if missing:
+                raise ValueError(f"{where} lacks the key(s) {missing}")
+            values = obs
+        else:
+            values = {"obs": obs}
         for store, (key, space) in zip(self.obs, self.components, strict=True):
-            store[e, i] = _encode(space, values[key])
+            store[e, i] = _encode(space, values[key],
+                                  where if key == "obs" else f"{where}[{key!r}]")
         if self.mask is not None:
             mask = values.get("action_mask") if self._has_mask else None
-            if mask is None and isinstance(info, dict):
+            if mask is None:
                 mask = info.get("action_mask")
-            self.mask[e, i] = True if mask is None else np.asarray(mask, dtype=bool).reshape(-1)
+            if mask is None:
+                self.mask[e, i] = True
+                return
+            mask = np.asarray(mask)
+            if mask.size != self.mask.shape[2] or mask.dtype.kind not in "biu":
+                raise ValueError(f"{where}: its action_mask must be {self.mask.shape[2]} bools, "
+                                 f"got {mask.dtype} {list(mask.shape)}")
+            self.mask[e, i] = mask.astype(bool).reshape(-1)
 
     # -- GroupEnv hooks --
+    # Every value from the env is checked where it enters; errors name the copy, the episode
+    # step, the agent and the field.
     def _reset_envs(self, idx):
         seeds = self.random_bits(idx) >> np.uint64(1)  # each copy, each episode: its own seed
         for e, seed in zip(idx.tolist(), seeds.tolist(), strict=True):
+            env, where = self.copies[e], f"env copy {e}, reset"
             if self.record_final and self._started[e]:
                 self._final_frames[e] = self._render_copy(e)
-            obs, infos = self.copies[e].reset(seed=int(seed))
+            out = env.reset(seed=int(seed))
+            if not (isinstance(out, tuple) and len(out) == 2):
+                raise ValueError(f"{where}: reset() must return (observations, infos) (the "
+                                 f"PettingZoo ParallelEnv API), got {_describe(out)}")
+            obs, infos = _dicts(out, ("observations", "infos"), where, "reset()")
             self._started[e] = True
             self.slots[e] = {} if not self.fixed_slots else {
-                n: i for i, n in enumerate(self.copies[e].possible_agents)}
+                n: i for i, n in enumerate(env.possible_agents)}
             for store in self.obs:
                 store[e] = 0
             self.alive[e] = False
-            for name in self.copies[e].agents:
-                info = infos.get(name, {})
+            if not env.agents:
+                raise ValueError(f"{where}: no agents after reset(); an episode needs at least "
+                                 "one")
+            for name in env.agents:
+                if name not in obs:
+                    raise ValueError(f"{where}: agent {name!r} is in agents but has no "
+                                     "observation")
+                info = _info(infos, name, where)
                 self.pays_group_reward |= "group_reward" in info and "individual_reward" in info
-                self._write(e, name, obs[name], info)
+                self._write(e, name, obs[name], info, where)
                 self.alive[e, self._slot_of(e, name)] = True
 
     def _step(self, cont, disc):
@@ -179,30 +253,60 @@ class ParallelEnvGroup(GroupEnv):
         terminated = np.zeros((E, A), bool)
         truncated = np.zeros((E, A), bool)
         for e, env in enumerate(self.copies):
+            where = f"env copy {e}, episode step {int(self.t[e]) + 1}"
             acting = {n: self.slots[e][n] for n in env.agents}
             actions = {n: self._to_env_action(None if cont is None else cont[e, i],
                                               None if disc is None else disc[e, i])
                        for n, i in acting.items()}
-            obs, rew, term, trunc, infos = env.step(actions)
+            out = env.step(actions)
+            if not (isinstance(out, tuple) and len(out) == 5):
+                raise ValueError(f"{where}: step() must return ({', '.join(STEP_FIELDS)}) (the "
+                                 f"PettingZoo ParallelEnv API since 1.22), got {_describe(out)}")
+            obs, rew, term, trunc, infos = _dicts(out, STEP_FIELDS, where, "step()")
             self.alive[e] = False
+            listed, flagged = list(env.agents), {}
             for name, i in acting.items():
-                info = infos.get(name, {})
+                info = _info(infos, name, where)
+                field = f"{where}: agent {name!r}:"
+                for flags, key in ((term, "terminations"), (trunc, "truncations")):
+                    if name not in flags:
+                        raise ValueError(f"{field} missing from {key}")
                 if "group_reward" in info and "individual_reward" in info:  # e.g. groupenvs
-                    reward[e, i] = info["individual_reward"]
-                    group_reward[e] = info["group_reward"]
+                    reward[e, i] = _number(info["individual_reward"],
+                                           f"{field} infos['individual_reward']")
+                    group_reward[e] = _number(info["group_reward"],
+                                              f"{field} infos['group_reward']")
+                elif name in rew:
+                    reward[e, i] = _number(rew[name], f"{field} reward")
                 else:
-                    reward[e, i] = rew.get(name, 0.0)
-                truncated[e, i] = trunc.get(name, False)
-                terminated[e, i] = term.get(name, False) or not truncated[e, i] and (
-                    name not in env.agents)  # gone without a flag: ended
-                if name in obs:
-                    self._write(e, name, obs[name], infos.get(name, {}))
-            for name in env.agents:  # still acting, or newly arrived
-                if not (term.get(name) or trunc.get(name)):
-                    i = self._slot_of(e, name)
-                    if name not in acting:
-                        self._write(e, name, obs[name], infos.get(name, {}))
-                    self.alive[e, i] = True
+                    raise ValueError(f"{field} acted but has no reward")
+                truncated[e, i] = _flag(trunc[name], f"{field} truncations")
+                terminated[e, i] = _flag(term[name], f"{field} terminations") or (
+                    not truncated[e, i] and name not in listed)  # gone without a flag: ended
+                ended = flagged[name] = bool(terminated[e, i] or truncated[e, i])
+                if name in obs:  # an agent that ended may send its final observation
+                    self._write(e, name, obs[name], info, where)
+                elif name in listed and not ended:
+                    raise ValueError(f"{where}: agent {name!r} is still in agents but has no "
+                                     "observation")
+            for name in listed:
+                if name not in flagged:  # joined on this step
+                    flagged[name] = any(_flag(d.get(name, False), f"{where}: agent {name!r}: "
+                                              f"{key}") for d, key in
+                                        ((term, "terminations"), (trunc, "truncations")))
+            going = [n for n in listed if not flagged[n]]
+            stuck = [n for n in listed if flagged[n]]
+            if going and stuck:  # agents flagged as ended must leave agents, unless all end
+                raise ValueError(f"{where}: agent {stuck[0]!r} was reported terminated or "
+                                 f"truncated but is still in agents while {going[0]!r} goes on")
+            for name in going:  # still acting, or newly arrived
+                i = self._slot_of(e, name)
+                if name not in acting:
+                    if name not in obs:
+                        raise ValueError(f"{where}: agent {name!r} joined agents without an "
+                                         "observation")
+                    self._write(e, name, obs[name], _info(infos, name, where), where)
+                self.alive[e, i] = True
         return reward, group_reward, terminated, truncated
 
     def _observe(self, rows=slice(None)):
@@ -241,6 +345,28 @@ class ParallelEnvGroup(GroupEnv):
         super().close()
 
 
+def _describe(value) -> str:
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)}"
+    return type(value).__name__
+
+
+def _dicts(out: tuple, fields: tuple[str, ...], where: str, call: str) -> tuple[dict, ...]:
+    for field, value in zip(fields, out, strict=True):
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: {call} returned {field} = {value!r:.80}, not a dict "
+                             "keyed by agent")
+    return out
+
+
+def _info(infos: dict, name: str, where: str) -> dict:
+    info = infos.get(name, {})
+    if not isinstance(info, dict):
+        raise ValueError(f"{where}: agent {name!r}: infos[{name!r}] must be a dict, got "
+                         f"{info!r:.80}")
+    return info
+
+
 def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
              max_agents: int | None = None, render_mode: str | None = None) -> GroupEnv:
     """A `GroupEnv` from an ID, a `module:attr` path, or a callable (GroupEnv or ParallelEnv).
@@ -251,17 +377,34 @@ def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
         return _from_factory(env_id, num_envs, env_kwargs, max_agents, repr(env_id), render_mode)
     if ":" in env_id:
         module_name, _, attr = env_id.partition(":")
-        try:
-            factory = getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as err:
-            raise ValueError(f"cannot load environment {env_id!r}: {err}") from err
+        try:  # imports the module: it runs its code (documented in the CLI's help and README)
+            module = importlib.import_module(module_name)
+        except Exception as err:
+            frames = [f for f in traceback.extract_tb(err.__traceback__)[1:]  # past this one
+                      if not f.filename.startswith("<") and "importlib" not in f.filename]
+            at = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+            raise ValueError(f"cannot load environment {env_id!r}: importing {module_name!r} "
+                             f"failed: {type(err).__name__}: {err}{at}") from None
+        factory = getattr(module, attr, None)
+        if not callable(factory):
+            what = "has no attribute" if factory is None else "is not callable:"
+            raise ValueError(f"cannot load environment {env_id!r}: module {module_name!r} "
+                             f"{what} {attr!r}; give module:factory, a function or class that "
+                             "returns a PettingZoo ParallelEnv or a GroupEnv")
         return _from_factory(factory, num_envs, env_kwargs, max_agents, env_id, render_mode)
     import envs
 
+    _no_max_agents(max_agents, env_id)
     try:
         return envs.make_group(env_id, num_envs=num_envs, **env_kwargs)
     except KeyError as err:
         raise ValueError(f"{err.args[0]}; or give a 'module:factory' path") from None
+
+
+def _no_max_agents(max_agents, name) -> None:
+    if max_agents is not None:
+        raise ValueError(f"max_agents (--max-agents) applies only to PettingZoo ParallelEnvs; "
+                         f"{name} is a GroupEnv with its own agent slots")
 
 
 def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=None) -> GroupEnv:
@@ -272,9 +415,10 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
     except (TypeError, ValueError):
         takes_num_envs = False
     if takes_num_envs:
+        _no_max_agents(max_agents, name)
         env = factory(num_envs=num_envs, **env_kwargs)
         if isinstance(env, GroupEnv):
-            return env
+            return checked(env)
         raise TypeError(f"{name} returned {type(env).__name__}, not an envs.core.GroupEnv")
     if render_mode is not None:
         env_kwargs = {**env_kwargs, "render_mode": render_mode}
@@ -284,3 +428,41 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
                         "ParallelEnv or a GroupEnv (a callable taking num_envs)")
     probe.close()
     return ParallelEnvGroup(lambda: factory(**env_kwargs), num_envs, max_agents)
+
+
+def checked(env: GroupEnv) -> GroupEnv:
+    """`env` (from someone else's code) with every reset and step checked where its values
+    enter: a NaN/inf reward, group reward or alive agent's observation raises a ValueError
+    naming the env, the agent, the field and the step."""
+    reset, step = env.reset, env.step
+    steps = np.zeros(env.num_envs, np.int64)
+
+    def check(out, call: str):
+        E, A = env.num_envs, env.max_agents
+        fields = [("group_reward", np.asarray(out.group_reward).reshape(E, 1), None),
+                  ("reward", np.asarray(out.reward), None)]
+        fields += [(f"observation {o.name!r}", np.asarray(x).reshape(E, A, -1), out.alive)
+                   for o, x in zip(env.spec.obs, out.obs, strict=True)]
+        for field, x, alive in fields:
+            if x.dtype.kind != "f":
+                continue
+            bad = ~np.isfinite(x) if alive is None else ~np.isfinite(x).all(-1) & alive
+            if bad.any():
+                e, a = np.argwhere(bad)[0]
+                who = "" if field == "group_reward" else f", agent {a}"
+                raise ValueError(f"{type(env).__name__}.{call}: env {e}{who}: {field} is NaN/inf "
+                                 f"(episode step {steps[e]})")
+        return out
+
+    def checked_reset(seed=None):
+        steps[:] = 0
+        return check(reset(seed=seed), "reset()")
+
+    def checked_step(actions):
+        steps[:] += 1
+        out = check(step(actions), "step()")
+        steps[out.group_done] = 0
+        return out
+
+    env.reset, env.step = checked_reset, checked_step
+    return env

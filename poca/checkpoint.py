@@ -1,4 +1,9 @@
-"""Checkpoints: written atomically, checked on load against the environment they are used with."""
+"""Checkpoints: written atomically, read without running code, checked before use.
+
+A checkpoint holds only tensors and plain Python values (dicts, lists, tuples, str, int, float,
+bool, None), so it is read with `torch.load(weights_only=True)`: a file that holds anything else
+(for example a pickled object whose `__reduce__` would run code) is refused unread.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +17,23 @@ import torch
 from envs.core import GroupSpec
 
 FORMAT = "groupenvs-poca/1"
+# What every checkpoint holds, and the type of each entry.
+FIELDS = {"config": dict, "env_id": str, "env_kwargs": dict, "spec": dict, "actor": dict,
+          "critic": dict, "optimizer": dict, "agent_steps": int, "updates": int,
+          "episodes": int, "episode_log": list, "team_log": list, "torch_rng": torch.Tensor,
+          "generator": torch.Tensor}
+SPEC_FIELDS = {"num_agents": int, "obs": (list, tuple), "continuous_size": int,
+               "discrete_branches": (list, tuple), "max_steps": int}
+OBS_FIELDS = ("name", "kind", "shape", "low", "high")
 
 
 class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be read, or does not fit the environment."""
+    """A checkpoint that cannot be read, is incomplete, or does not fit the environment."""
+
+
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line (torch's state-dict errors span several)."""
+    return " ".join(str(err).split())
 
 
 def spec_dict(spec: GroupSpec) -> dict:
@@ -24,11 +42,31 @@ def spec_dict(spec: GroupSpec) -> dict:
 
 def _interface(spec: dict) -> dict:
     """What the networks' shapes depend on. A shared policy runs on any number of agents."""
-    return {k: spec[k] for k in ("obs", "continuous_size", "discrete_branches")}
+    return {"obs": [(o["name"], o["kind"], tuple(o["shape"]), o["low"], o["high"])
+                    for o in spec["obs"]],
+            "continuous_size": spec["continuous_size"],
+            "discrete_branches": tuple(spec["discrete_branches"])}
+
+
+def check_plain(value, where: str) -> None:
+    """Fail unless `value` holds only what a checkpoint may hold (see the module docstring)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, (str, int)):
+                raise TypeError(f"{where} has a key {key!r} of type {type(key).__name__}; "
+                                "checkpoints hold only str or int keys")
+            check_plain(item, f"{where}[{key!r}]")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            check_plain(item, f"{where}[{i}]")
+    elif not (value is None or isinstance(value, (str, int, float, bool, torch.Tensor))):
+        raise TypeError(f"{where} is a {type(value).__name__}; checkpoints hold only tensors, "
+                        "str, int, float, bool, None, lists, tuples and dicts")
 
 
 def save(path: Path, state: dict) -> None:
     """Write to a temporary file in the same folder, then rename: never a half-written file."""
+    check_plain(state, "the checkpoint")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
@@ -42,18 +80,55 @@ def save(path: Path, state: dict) -> None:
 
 
 def load(path: Path, spec: GroupSpec | None = None) -> dict:
-    """Read a checkpoint; with `spec`, fail unless its observations and actions match."""
+    """Read and check a checkpoint; with `spec`, fail unless its observations and actions match.
+
+    Every failure (missing, unreadable, foreign, incomplete, another environment) is a
+    `CheckpointError` that names the file.
+    """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as err:  # torch raises many kinds for truncated or foreign files
-        raise CheckpointError(f"{path} is not a readable checkpoint ({err})") from err
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many kinds for truncated, foreign or unsafe files
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        unsafe = "weights only" in str(err).lower() or "weights_only" in str(err)
+        why = ("it holds Python objects a checkpoint never contains; refused without "
+               "running them" if unsafe else first)
+        raise CheckpointError(f"{path} is not a readable checkpoint ({why})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a {FORMAT} checkpoint")
-    if spec is not None and _interface(state["spec"]) != _interface(spec_dict(spec)):
+    _check_fields(path, state)
+    if spec is not None:
+        check_fits(path, state, spec)
+    return state
+
+
+def check_fits(path: Path, state: dict, spec: GroupSpec) -> None:
+    """Fail unless the checkpoint `state` (read from `path`) has `spec`'s observations and
+    actions."""
+    if _interface(state["spec"]) != _interface(spec_dict(spec)):
         raise CheckpointError(
             f"{path} was trained on a different environment: its observations and actions are "
             f"{_interface(state['spec'])}, this environment's are {_interface(spec_dict(spec))}")
-    return state
+
+
+def _check_fields(path: Path, state: dict) -> None:
+    def fail(what: str):
+        raise CheckpointError(f"{path} is not a complete {FORMAT} checkpoint: {what}")
+
+    for fields, where in ((FIELDS, state), (SPEC_FIELDS, state.get("spec"))):
+        for key, typ in fields.items():
+            prefix = "" if fields is FIELDS else "spec."
+            if key not in where:
+                fail(f"'{prefix}{key}' is missing")
+            if not isinstance(where[key], typ) or isinstance(where[key], bool):
+                fail(f"'{prefix}{key}' is a {type(where[key]).__name__}")
+    for i, obs in enumerate(state["spec"]["obs"]):
+        if not isinstance(obs, dict) or any(k not in obs for k in OBS_FIELDS):
+            fail(f"'spec.obs[{i}]' needs the fields {list(OBS_FIELDS)}")
+    for name in ("actor", "critic"):
+        if not all(isinstance(v, torch.Tensor) for v in state[name].values()):
+            fail(f"'{name}' must map parameter names to tensors")
+    if state["agent_steps"] < 0:
+        fail(f"'agent_steps' is {state['agent_steps']}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -16,6 +17,13 @@ import yaml
 
 from poca import checkpoint
 from poca.config import POCAConfig
+
+ENV_HELP = ("groupenvs/Goal-v0, Goal-v0, or module:factory: a PettingZoo ParallelEnv factory, "
+            "or a GroupEnv factory taking num_envs. A module:factory ID imports that module "
+            "(the current directory is searched too) and calls factory(**env_kwargs): it runs "
+            "that code, so use only modules you trust")
+PACKAGE_DIRS = tuple(str(Path(__file__).resolve().parent.parent / d) + os.sep
+                     for d in ("poca", "envs"))
 
 
 def _json_dict(text: str) -> dict:
@@ -42,15 +50,19 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train a group policy")
-    train.add_argument("env_id", help="groupenvs/Goal-v0, Goal-v0, or module:factory (a "
-                       "PettingZoo ParallelEnv factory, or a GroupEnv factory taking num_envs)")
-    train.add_argument("--env-kwargs", type=_json_dict, default={}, help="task arguments (JSON)")
+    train.add_argument("env_id", help=ENV_HELP)
+    train.add_argument("--env-kwargs", type=_json_dict, help="task arguments (JSON); on "
+                       "--resume, default: the run's")
     train.add_argument("--config", help="YAML file (ML-Agents layout) or a bundled preset name")
     train.add_argument("--num-envs", type=int, help="groups stepped at once")
     train.add_argument("--max-steps", type=int, help="agent-steps to train for")
     train.add_argument("--seed", type=int)
     train.add_argument("--run-dir", type=Path, help="default: runs/<env>/<time>")
-    train.add_argument("--resume", action="store_true", help="continue the run in --run-dir")
+    train.add_argument("--resume", action="store_true", help="continue the run in --run-dir "
+                       "with its saved config; only --max-steps, --threads and --no-progress "
+                       "may differ")
+    train.add_argument("--force", action="store_true", help="with --resume: allow changing "
+                       "other settings of the run")
     train.add_argument("--device", help="cpu, cuda or cuda:N")
     train.add_argument("--threads", type=int, help="torch CPU threads (default 1)")
     train.add_argument("--set", type=_assignment, action="append", default=[],
@@ -61,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
                        "add agents under new names")
 
     ev = sub.add_parser("eval", help="mean and spread of the group return of a checkpoint")
-    ev.add_argument("env_id")
+    ev.add_argument("env_id", help=ENV_HELP)
     ev.add_argument("--checkpoint", type=Path, required=True)
     ev.add_argument("--episodes", type=int, default=100)
     ev.add_argument("--env-kwargs", type=_json_dict, help="default: those it was trained with")
@@ -71,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--max-agents", type=int, help="as for train")
 
     pl = sub.add_parser("play", help="watch or record a trained group")
-    pl.add_argument("env_id")
+    pl.add_argument("env_id", help=ENV_HELP)
     pl.add_argument("--checkpoint", type=Path, required=True)
     pl.add_argument("--episodes", type=int, default=3)
     pl.add_argument("--env-kwargs", type=_json_dict, help="default: those it was trained with")
@@ -82,17 +94,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _play(args) -> int:
+    from envs.core import check_int
     from poca.adapters import make_env
     from poca.evaluate import load_actor, play
 
+    check_int("--episodes", args.episodes, 1)
+    check_int("--seed", args.seed, 0, 2**32 - 1)
     if args.render is None and args.record is None:
         raise ValueError("give --render human and/or --record FILE.gif (or .mp4)")
     state = checkpoint.load(args.checkpoint)
     # module:factory envs are made with render_mode="rgb_array"; copy 0 is shown
     env = make_env(args.env_id, 1, state["env_kwargs"] if args.env_kwargs is None
                    else args.env_kwargs, render_mode="rgb_array")
-    returns = play(load_actor(args.checkpoint, env), env, args.episodes, args.seed, args.render,
-                   args.record)
+    returns = play(load_actor(args.checkpoint, env, state), env, args.episodes, args.seed,
+                   args.render, args.record)
     name, _ = _scores(env.pays_group_reward)
     for i, (group, team) in enumerate(returns):
         print(f"episode {i}: {name} {group if name == 'group return' else team:+.3f}")
@@ -102,29 +117,50 @@ def _play(args) -> int:
 
 
 def _train(args) -> int:
-    from poca.trainer import train
+    from poca.trainer import TrainingDiverged, train
 
-    config = POCAConfig.load(args.config) if args.config else POCAConfig()
     overrides = dict(args.set)
     for flag, key in (("num_envs", "num_envs"), ("max_steps", "max_steps"), ("seed", "seed"),
                       ("device", "device"), ("threads", "threads")):
         if getattr(args, flag) is not None:
             overrides[key] = getattr(args, flag)
+    state, resumed_from = None, 0
+    if args.resume:
+        if args.run_dir is None:
+            raise ValueError("--resume needs the --run-dir of the run to continue")
+        from poca.runfolder import latest_checkpoint
+
+        state = checkpoint.load(latest_checkpoint(args.run_dir))
+        resumed_from = state["agent_steps"]
+        if args.config:
+            config = POCAConfig.load(args.config)
+        else:
+            try:
+                config = POCAConfig.from_dict(state["config"])
+            except ValueError as err:
+                raise checkpoint.CheckpointError(f"the run's saved config is invalid: {err}"
+                                                 ) from None
+    else:
+        if args.force:
+            raise ValueError("--force only applies with --resume")
+        config = POCAConfig.load(args.config) if args.config else POCAConfig()
     config = config.override(overrides)
-    if args.resume and args.run_dir is None:
-        raise ValueError("--resume needs the --run-dir of the run to continue")
-    run_dir = args.run_dir or Path("runs") / args.env_id.replace("/", "_").replace(":", "_") \
-        / time.strftime("%Y%m%d-%H%M%S")
-    if not args.resume and (run_dir / "checkpoints" / "latest.pt").exists():
-        raise ValueError(f"{run_dir} already holds a run; pass --resume to continue it or "
-                         "choose another --run-dir")
-    print(f"training MA-POCA on {args.env_id} -> {run_dir}")
-    result = train(args.env_id, config, args.env_kwargs, run_dir, args.resume,
-                   progress=not args.no_progress, max_agents=args.max_agents)
-    rate = result.agent_steps / max(result.wall_seconds, 1e-9)
+    run_dir = args.run_dir or _new_run_dir(args.env_id)
+    print(f"training MA-POCA on {args.env_id} -> {run_dir}"
+          + (f" (resuming at {resumed_from:,} agent-steps)" if state else ""))
+    try:
+        result = train(args.env_id, config, args.env_kwargs, run_dir, state or False,
+                       progress=not args.no_progress, max_agents=args.max_agents,
+                       force=args.force)
+    except TrainingDiverged as err:
+        print(f"poca train: training diverged: {err}", file=sys.stderr)
+        return 1
+    steps = result.agent_steps - resumed_from
+    rate = steps / max(result.wall_seconds, 1e-9)
     verb = "interrupted after" if result.interrupted else "trained"
-    print(f"{verb} {result.agent_steps:,} agent-steps, {result.episodes:,} episodes in "
-          f"{result.wall_seconds:.1f} s ({rate:,.0f} agent-steps/s)")
+    print(f"{verb} {steps:,} agent-steps ({result.agent_steps:,} in all), "
+          f"{result.episodes:,} episodes in {result.wall_seconds:.1f} s "
+          f"({rate:,.0f} agent-steps/s)")
     means = {"group return": result.mean_return(), "team return": result.mean_team_return()}
     name, other = _scores(result.pays_group_reward)
     print(f"last 20 episodes: mean {_named(name)} {means[name]:+.3f}; mean {_named(other)} "
@@ -133,14 +169,27 @@ def _train(args) -> int:
     return 130 if result.interrupted else 0
 
 
+def _new_run_dir(env_id: str) -> Path:
+    """runs/<env>/<time>, with a suffix when a run started in the same second."""
+    base = Path("runs") / env_id.replace("/", "_").replace(":", "_") / time.strftime(
+        "%Y%m%d-%H%M%S")
+    path, n = base, 2
+    while path.exists():
+        path, n = base.with_name(f"{base.name}-{n}"), n + 1
+    return path
+
+
 def _eval(args) -> int:
+    from envs.core import check_int
     from poca.adapters import make_env
     from poca.evaluate import evaluate, load_actor
 
+    check_int("--episodes", args.episodes, 1)
+    check_int("--seed", args.seed, 0, 2**32 - 1)
     state = checkpoint.load(args.checkpoint)
     env_kwargs = state["env_kwargs"] if args.env_kwargs is None else args.env_kwargs
     env = make_env(args.env_id, args.episodes, env_kwargs, args.max_agents)
-    actor = load_actor(args.checkpoint, env)
+    actor = load_actor(args.checkpoint, env, state)
     group = evaluate(actor, env, args.seed, args.deterministic)
     team = evaluate(actor, env, args.seed, args.deterministic, team=True)
     # the headline (mean, std, min, max) is the group return where the env pays one, else the
@@ -173,13 +222,31 @@ def _named(score: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Bad input (ours to check: arguments, configs, checkpoints, env values) is one line on
+    stderr and exit status 2; an exception raised inside an environment's own code keeps its
+    traceback."""
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())  # like `python -m`, for module:factory IDs (not first)
     args = _parser().parse_args(argv)
     try:
         return {"train": _train, "eval": _eval, "play": _play}[args.command](args)
-    except (ValueError, TypeError, FileNotFoundError, ImportError, NotImplementedError,
+    except (ValueError, TypeError, OSError, ImportError, NotImplementedError,
             checkpoint.CheckpointError) as err:
+        if not _ours(err):
+            raise
         print(f"poca {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"poca {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+def _ours(err: BaseException) -> bool:
+    """Raised by this package's own checks (not from inside someone else's code)."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(PACKAGE_DIRS)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,23 @@ agent-steps, as in ML-Agents: one step of a group with three agents acting is th
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
 SCHEDULES = ("linear", "constant")
+# ML-Agents' top-level sections beside `behaviors:`, and what does their job here.
+MLAGENTS_SECTIONS = {
+    "env_settings": "give the environment as poca train's first argument, with --env-kwargs, "
+                    "--num-envs and --seed",
+    "checkpoint_settings": "use --run-dir, --resume and --force",
+    "torch_settings": "use --device and --threads",
+    "engine_settings": "not used: environments here run in Python",
+    "environment_parameters": "use --env-kwargs",
+}
+SEED_RANGE = (0, 2**32 - 1)
 PRESETS = Path(__file__).parent / "configs"
 
 
@@ -78,8 +89,12 @@ class POCAConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> POCAConfig:
+        if not isinstance(data, dict):
+            raise ValueError(f"config must be a mapping of settings, got {type(data).__name__}")
         data = dict(data)
         hp = data.get("hyperparameters") or {}
+        if not isinstance(hp, dict):
+            raise ValueError(f"hyperparameters must be a mapping, got {hp!r}")
         # ML-Agents: beta and epsilon schedules follow learning_rate_schedule unless given.
         for key in ("beta_schedule", "epsilon_schedule"):
             if "learning_rate_schedule" in hp and key not in hp:
@@ -97,13 +112,44 @@ class POCAConfig:
         if not path.exists():
             presets = sorted(p.stem for p in PRESETS.glob("*.yaml"))
             raise FileNotFoundError(f"no config file {str(source)!r}; bundled presets: {presets}")
-        data = yaml.safe_load(path.read_text()) or {}
+        if path.is_dir():
+            raise ValueError(f"{path} is a directory, not a YAML config file")
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            raise ValueError(f"{path} is not a text (UTF-8 YAML) file") from None
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f", line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            what = getattr(err, "problem", None) or str(err).splitlines()[0]
+            raise ValueError(f"{path}{where}: invalid YAML: {what}") from None
+        except OSError as err:
+            raise ValueError(f"cannot read config {path}: {err.strerror or err}") from None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: a config must be a mapping (ML-Agents' `behaviors:` "
+                             f"layout or one behavior's settings), got {type(data).__name__}")
         if "behaviors" in data:
-            behaviors = data["behaviors"] or {}
-            if len(behaviors) != 1:
-                raise ValueError(f"{path}: expected exactly one behavior, got {list(behaviors)}")
-            data = next(iter(behaviors.values()))
-        return cls.from_dict(data)
+            others = [k for k in data if k != "behaviors"]
+            if others:
+                hints = [f"{k} ({MLAGENTS_SECTIONS[k]})" if k in MLAGENTS_SECTIONS else k
+                         for k in others]
+                raise ValueError(f"{path}: only `behaviors:` is read; remove the other top-level "
+                                 f"key(s) {', '.join(hints)}")
+            behaviors = data["behaviors"]
+            if not isinstance(behaviors, dict) or len(behaviors) != 1:
+                got = list(behaviors) if isinstance(behaviors, dict) else repr(behaviors)
+                raise ValueError(f"{path}: expected exactly one behavior under `behaviors:`, "
+                                 f"got {got}")
+            (name, data), = behaviors.items()
+            if not isinstance(data, dict):
+                raise ValueError(f"{path}: behaviors.{name} must be a mapping of settings, got "
+                                 f"{data!r}")
+        try:
+            return cls.from_dict(data)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -133,17 +179,30 @@ class POCAConfig:
                     "max_steps": self.max_steps, "time_horizon": self.time_horizon,
                     "summary_freq": self.summary_freq,
                     "checkpoint_interval": self.checkpoint_interval,
-                    "num_envs": self.num_envs, "threads": self.threads}
+                    "num_envs": self.num_envs, "threads": self.threads,
+                    "reward_signals.extrinsic.strength": self.reward_signals.extrinsic.strength}
         for name, value in positive.items():
             if not value > 0:
                 raise ValueError(f"{name} must be > 0, got {value!r}")
+        strength = self.reward_signals.extrinsic.strength  # rewards are scaled by it
+        bounded = {"hyperparameters.learning_rate": (hp.learning_rate, 0, 1),
+                   "hyperparameters.beta": (hp.beta, 0, 1),
+                   "hyperparameters.epsilon": (hp.epsilon, 0, 1),
+                   "reward_signals.extrinsic.strength": (strength, 0, 1e6)}
+        for name, (value, low, high) in bounded.items():
+            if not (math.isfinite(value) and low <= value <= high):
+                raise ValueError(f"{name} must be a finite number in [{low}, {high:g}], got "
+                                 f"{value!r}")
+        if not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]:
+            raise ValueError(f"seed must be in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got "
+                             f"{self.seed}")
         if hp.batch_size > hp.buffer_size:
             raise ValueError(f"hyperparameters.batch_size ({hp.batch_size}) must not exceed "
                              f"buffer_size ({hp.buffer_size})")
         if not 0 <= hp.lambd <= 1 or not 0 <= self.reward_signals.extrinsic.gamma <= 1:
             raise ValueError("lambd and gamma must be in [0, 1]")
-        if hp.beta < 0 or self.keep_checkpoints < 1:
-            raise ValueError("beta must be >= 0 and keep_checkpoints >= 1")
+        if self.keep_checkpoints < 1:
+            raise ValueError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
         for name in ("learning_rate_schedule", "beta_schedule", "epsilon_schedule"):
             if getattr(hp, name) not in SCHEDULES:
                 raise ValueError(f"hyperparameters.{name} must be one of {list(SCHEDULES)}, "

@@ -14,12 +14,22 @@ from poca.config import POCAConfig
 from poca.networks import Actor
 
 
-def load_actor(path: str | Path, env: GroupEnv) -> Actor:
-    """The trained policy of a checkpoint, checked against `env`'s spec."""
-    state = checkpoint.load(path, env.spec)
-    net = POCAConfig.from_dict(state["config"]).network_settings
-    actor = Actor(env.spec, net)
-    actor.load_state_dict(state["actor"])
+def load_actor(path: str | Path, env: GroupEnv, state: dict | None = None) -> Actor:
+    """The trained policy of a checkpoint, checked against `env`'s spec.
+
+    `state`: the checkpoint at `path` when it was already read with `checkpoint.load`."""
+    if state is None:
+        state = checkpoint.load(path, env.spec)
+    else:
+        checkpoint.check_fits(path, state, env.spec)
+    try:
+        net = POCAConfig.from_dict(state["config"]).network_settings
+        actor = Actor(env.spec, net)
+        actor.load_state_dict(state["actor"])
+    except (ValueError, TypeError, RuntimeError) as err:
+        raise checkpoint.CheckpointError(f"{path} does not hold a policy for this environment "
+                                         f"and its config: {checkpoint.one_line(err)}"
+                                         ) from None
     return actor.eval()
 
 

@@ -8,6 +8,7 @@ until `max_steps` agent-steps.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
@@ -21,7 +22,7 @@ import torch
 from torch import Tensor
 
 from envs.core import GroupEnv
-from poca import checkpoint
+from poca import checkpoint, guards, runfolder
 from poca.config import POCAConfig
 from poca.loss import (clipped_value_loss, explained_variance, linear_decay, masked_mean,
                        policy_diagnostics, policy_loss)
@@ -32,7 +33,8 @@ from poca.rollout import (Rollout, lambda_returns, next_values, normalized, post
 
 
 class TrainingDiverged(RuntimeError):
-    """A loss or parameter became NaN/inf."""
+    """An env reward or observation, a loss, a parameter or a normaliser statistic became
+    NaN/inf; the message names the first and the last good checkpoint."""
 
 
 @dataclass
@@ -288,73 +290,126 @@ class Trainer:
 
     # --- the loop -------------------------------------------------------------------------------
     def run(self, until=None) -> TrainResult:
-        """Train to `max_steps` agent-steps, or until `until(self)` is true after an update."""
-        cfg = self.config
-        writer = _MetricsWriter(self.run_dir, self.progress, cfg.max_steps, self.agent_steps)
-        start, interrupted = time.perf_counter(), False
-        next_summary = (self.agent_steps // cfg.summary_freq + 1) * cfg.summary_freq
-        try:
-            while self.agent_steps < cfg.max_steps:
-                rollout = self.collect()
-                self.agent_steps += rollout.agent_steps
-                stats = self.update(rollout)
-                writer.progress(self, stats)
-                if self.agent_steps >= next_summary or self.agent_steps >= cfg.max_steps:
-                    writer.summary(self, stats)
-                    next_summary = (self.agent_steps // cfg.summary_freq + 1) * cfg.summary_freq
-                if (self.run_dir is not None
-                        and self.agent_steps - self._saved_at >= cfg.checkpoint_interval):
-                    self.save()
-                if until is not None and until(self):
-                    break
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            writer.close()
-        if self.run_dir is not None:
-            self.save()
-        return TrainResult(self.agent_steps, self.episodes, list(self.episode_log),
-                           list(self.team_log),
-                           time.perf_counter() - start, self.last_checkpoint, interrupted,
-                           self.env.pays_group_reward)
+        """Train to `max_steps` agent-steps, or until `until(self)` is true after an update.
+
+        With a `run_dir`, the folder is held by this process while it trains (see
+        `poca.runfolder.claim`), and a checkpoint is written every `checkpoint_interval`
+        agent-steps, at least every `runfolder.SAVE_EVERY_SECONDS`, and on every way out: the end,
+        Ctrl-C or SIGTERM (then `interrupted` is set), and an exception from the env or the
+        trainer (saved, then re-raised as it was). What is saved is always the state after a
+        whole update: a rollout or an update cut short is dropped, never half-counted. A run that
+        diverges is not saved; its last good checkpoint stays. In the main thread, SIGINT and
+        SIGTERM handlers are replaced while it runs and put back after.
+        """
+        cfg, folder = self.config, self.run_dir
+        fresh = self.last_checkpoint is None and self.agent_steps == 0
+        claim = (runfolder.claim(folder, fresh, self.agent_steps) if folder is not None
+                 else contextlib.nullcontext())
+        with claim, runfolder.Interrupts() as signals:
+            if folder is not None:
+                (folder / "config.json").write_text(json.dumps(
+                    {"env_id": self.env_id, "env_kwargs": self.env_kwargs,
+                     "config": cfg.to_dict()}, indent=2, default=repr))
+            writer = _MetricsWriter(folder, self.progress, cfg.max_steps, self.agent_steps)
+            start, interrupted, diverged, safe = time.perf_counter(), False, False, None
+            saved_time = time.monotonic()
+            next_summary = (self.agent_steps // cfg.summary_freq + 1) * cfg.summary_freq
+            try:
+                while self.agent_steps < cfg.max_steps:
+                    safe = runfolder.snapshot(self) if folder is not None else None
+                    rollout = self.collect()
+                    guards.check_rollout(self, rollout)
+                    self.agent_steps += rollout.agent_steps
+                    try:
+                        stats = self.update(rollout)
+                    except TrainingDiverged as err:
+                        source = guards.non_finite_tensor(self.actor, self.critic)
+                        if source is None or source.startswith("a parameter"):
+                            raise
+                        raise TrainingDiverged(self._diverged_message(source)) from err
+                    source = guards.non_finite_tensor(self.actor, self.critic)
+                    if source is not None:
+                        raise TrainingDiverged(self._diverged_message(source))
+                    safe = None  # the live state is whole again
+                    guards.warn_reward_scale(self, stats)
+                    writer.progress(self, stats)
+                    if self.agent_steps >= next_summary or self.agent_steps >= cfg.max_steps:
+                        writer.summary(self, stats)
+                        next_summary = ((self.agent_steps // cfg.summary_freq + 1)
+                                        * cfg.summary_freq)
+                    if folder is not None and (
+                            self.agent_steps - self._saved_at >= cfg.checkpoint_interval
+                            or time.monotonic() - saved_time >= runfolder.SAVE_EVERY_SECONDS):
+                        with signals.held():
+                            self.save()
+                        saved_time = time.monotonic()
+                    if until is not None and until(self):
+                        break
+            except KeyboardInterrupt:
+                interrupted = True
+            except TrainingDiverged:
+                diverged = True
+                raise
+            finally:
+                writer.close()
+                if folder is not None and not diverged:
+                    with signals.held(then_raise=False):  # a second Ctrl-C waits for this
+                        if safe is not None or self._saved_at != self.agent_steps \
+                                or self.last_checkpoint is None:
+                            self.save(safe)
+        done = safe or {"agent_steps": self.agent_steps, "episodes": self.episodes,
+                        "episode_log": self.episode_log, "team_log": self.team_log}
+        return TrainResult(done["agent_steps"], done["episodes"], list(done["episode_log"]),
+                           list(done["team_log"]), time.perf_counter() - start,
+                           self.last_checkpoint, interrupted, self.env.pays_group_reward)
 
     # --- checkpoints ----------------------------------------------------------------------------
     def state(self) -> dict:
+        """Everything `load` needs to continue: only tensors and plain values (see
+        `poca.checkpoint`)."""
         return {"config": self.config.to_dict(), "env_id": self.env_id,
                 "env_kwargs": self.env_kwargs, "spec": checkpoint.spec_dict(self.spec),
                 "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "agent_steps": self.agent_steps,
-                "updates": self.updates, "episodes": self.episodes,
-                "episode_log": self.episode_log, "team_log": self.team_log, "torch_rng": torch.get_rng_state(),
-                "generator": self.generator.get_state()}
+                "optimizer": self.optimizer.state_dict(), "agent_steps": int(self.agent_steps),
+                "updates": int(self.updates), "episodes": int(self.episodes),
+                "episode_log": list(self.episode_log), "team_log": list(self.team_log),
+                "torch_rng": torch.get_rng_state(), "generator": self.generator.get_state()}
 
-    def save(self) -> Path:
+    def save(self, state: dict | None = None) -> Path:
+        """Write `state` (default: the current one) as step-N.pt and latest.pt."""
         if self.run_dir is None:
             raise ValueError("this trainer has no run_dir to save checkpoints in")
+        state = self.state() if state is None else state
         folder = self.run_dir / "checkpoints"
-        path = folder / f"step-{self.agent_steps:09d}.pt"
-        checkpoint.save(path, self.state())
-        checkpoint.save(folder / "latest.pt", self.state())
+        path = folder / f"step-{state['agent_steps']:09d}.pt"
+        checkpoint.save(path, state)
+        checkpoint.save(folder / "latest.pt", state)
         for old in sorted(folder.glob("step-*.pt"))[:-self.config.keep_checkpoints]:
             old.unlink()
-        self.last_checkpoint, self._saved_at = path, self.agent_steps
+        self.last_checkpoint, self._saved_at = path, state["agent_steps"]
         return path
 
-    def load(self, path: str | Path) -> None:
-        """Continue from a checkpoint: networks, optimizer, counters and random streams."""
-        state = checkpoint.load(path, self.spec)
+    def load(self, path: str | Path, state: dict | None = None) -> None:
+        """Continue from a checkpoint: networks, optimizer, counters and random streams.
+
+        `state`: the checkpoint at `path` when it was already read with `checkpoint.load`."""
+        if state is None:
+            state = checkpoint.load(path, self.spec)
+        else:
+            checkpoint.check_fits(path, state, self.spec)
         try:
             self.actor.load_state_dict(state["actor"])
             self.critic.load_state_dict(state["critic"])
             self.optimizer.load_state_dict(state["optimizer"])
-        except (RuntimeError, ValueError) as err:
+            torch.set_rng_state(state["torch_rng"])
+            self.generator.set_state(state["generator"])
+        except (RuntimeError, ValueError, KeyError, TypeError) as err:
             raise checkpoint.CheckpointError(
-                f"{path} does not fit this network configuration: {err}") from err
+                f"{path} does not fit this network configuration: {checkpoint.one_line(err)}"
+            ) from None
         self.agent_steps, self.updates = state["agent_steps"], state["updates"]
         self.episodes, self.episode_log = state["episodes"], list(state["episode_log"])
         self.team_log = list(state["team_log"])
-        torch.set_rng_state(state["torch_rng"])
-        self.generator.set_state(state["generator"])
         self.last_checkpoint, self._saved_at = Path(path), self.agent_steps
         # Episodes in flight are not saved: the envs restart from a seed tied to the update count.
         self._start_env(seed=self.config.seed + 1_000_003 * self.updates)
@@ -437,27 +492,38 @@ class _MetricsWriter:
 
 
 def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = None,
-          run_dir: str | Path | None = None, resume: bool = False, progress: bool = False,
-          max_agents: int | None = None, until=None) -> TrainResult:
+          run_dir: str | Path | None = None, resume: bool | dict = False, progress: bool = False,
+          max_agents: int | None = None, until=None, force: bool = False) -> TrainResult:
     """Train MA-POCA; the Python API.
 
-    `env_id`: a registered task ("groupenvs/Goal-v0"), a "module:factory" path, or a callable
-    returning a PettingZoo ParallelEnv (or, taking `num_envs`, a GroupEnv). `max_agents`: slots
-    for ParallelEnvs that add agents under new names. `until(trainer)`: stop early when true.
+    `env_id`: a registered task ("groupenvs/Goal-v0"), a "module:factory" path (imported and
+    called: it runs that module's code), or a callable returning a PettingZoo ParallelEnv (or,
+    taking `num_envs`, a GroupEnv). `max_agents`: slots for ParallelEnvs that add agents under
+    new names. `until(trainer)`: stop early when true. `run_dir` is held by this process while
+    it trains; a new run refuses a folder that holds one. `resume`: continue the run in
+    `run_dir` (True, or its latest checkpoint already read with `checkpoint.load`) with its own
+    config and env arguments; `config`/`env_kwargs` may only change `max_steps` and `threads`
+    unless `force`.
     """
     from poca.adapters import make_env
 
-    config = config or POCAConfig()
-    env = make_env(env_id, config.num_envs, env_kwargs, max_agents)
     name = env_id if isinstance(env_id, str) else getattr(env_id, "__qualname__", repr(env_id))
-    trainer = Trainer(env, config, run_dir, name, env_kwargs, progress)
-    if resume:
+    state, latest = None, None
+    if resume is not False:
         if run_dir is None:
             raise ValueError("resume needs the run_dir of the run to continue")
-        trainer.load(Path(run_dir) / "checkpoints" / "latest.pt")
-    if run_dir is not None:
-        Path(run_dir).mkdir(parents=True, exist_ok=True)
-        (Path(run_dir) / "config.json").write_text(json.dumps(
-            {"env_id": name, "env_kwargs": env_kwargs or {}, "config": config.to_dict()},
-            indent=2))
+        latest = runfolder.latest_checkpoint(run_dir)
+        state = resume if isinstance(resume, dict) else checkpoint.load(latest)
+        config, env_kwargs = runfolder.resumed_config(state, config, name, env_kwargs, force)
+    config = config or POCAConfig()
+    checkpoint.check_plain(dict(env_kwargs or {}), "env_kwargs")
+    if config.device != "cpu":
+        index = int(config.device.partition(":")[2] or 0)
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            raise ValueError(f"device {config.device!r} is not available here (torch "
+                             f"{torch.__version__}, {torch.cuda.device_count()} CUDA devices)")
+    env = make_env(env_id, config.num_envs, env_kwargs, max_agents)
+    trainer = Trainer(env, config, run_dir, name, env_kwargs, progress)
+    if state is not None:
+        trainer.load(latest, state)
     return trainer.run(until)

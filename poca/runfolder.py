@@ -1,0 +1,218 @@
+"""A run folder belongs to one training process; a run survives Ctrl-C, SIGTERM and crashes.
+
+`claim` takes the folder for the process (an OS lock, released even by kill -9) and tidies what
+an earlier, killed process of the same run left; `Interrupts` turns SIGINT and SIGTERM into
+`KeyboardInterrupt` except while a checkpoint is written; `resumed_config` decides what a resumed
+run may change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import csv
+import os
+import signal
+import threading
+from pathlib import Path
+
+from poca.config import POCAConfig
+
+SAVE_EVERY_SECONDS = 300.0  # a checkpoint at least this often, whatever checkpoint_interval says
+LOCK = ".lock"
+# Config keys a resumed run may change: they do not change what is learned.
+RESUMABLE = ("max_steps", "threads")
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
+
+
+class RunFolderError(ValueError):
+    """The run folder is taken by another process, or holds a run this one must not overwrite."""
+
+
+def holds_run(run_dir: Path) -> bool:
+    """A run that can be resumed (one stopped before its first checkpoint cannot)."""
+    return (run_dir / "checkpoints" / "latest.pt").exists()
+
+
+def latest_checkpoint(run_dir: Path) -> Path:
+    """The checkpoint a resumed run continues from, or a clear error."""
+    path = Path(run_dir) / "checkpoints" / "latest.pt"
+    if not path.exists():
+        raise RunFolderError(f"{run_dir} holds no checkpoint to resume from (a run stopped "
+                             "before its first checkpoint can only start again, without "
+                             "--resume)")
+    return path
+
+
+@contextlib.contextmanager
+def claim(run_dir: Path, fresh: bool, agent_steps: int):
+    """Hold `run_dir` for this process while the block runs.
+
+    `fresh`: a new run; the folder must not hold one (the metrics.csv of a run stopped before
+    its first checkpoint are dropped). Otherwise the run continues from `agent_steps`: rows of
+    metrics.csv past it (written after the checkpoint by a process that was then killed) are
+    dropped. Half-written checkpoint files are removed either way.
+    """
+    run_dir = Path(run_dir)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(run_dir / LOCK, "a+")
+    except OSError as err:
+        raise RunFolderError(f"cannot use {run_dir} as a run folder: {err.strerror or err}"
+                             ) from None
+    try:
+        _lock(handle, run_dir)
+        if fresh and holds_run(run_dir):
+            raise RunFolderError(f"{run_dir} already holds a run; pass --resume (resume=True) "
+                                 "to continue it or choose another run folder")
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        for tmp in (run_dir / "checkpoints").glob("*.tmp"):
+            tmp.unlink()
+        if fresh:
+            (run_dir / "metrics.csv").unlink(missing_ok=True)
+        else:
+            truncate_metrics(run_dir / "metrics.csv", agent_steps)
+        yield run_dir
+    finally:
+        handle.close()  # releases the lock
+
+
+def _lock(handle, run_dir: Path) -> None:
+    if fcntl is None:
+        import msvcrt
+
+        try:
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+        except OSError:
+            raise RunFolderError(f"{run_dir} is in use by another training process") from None
+        return
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.seek(0)
+        pid = handle.read().strip() or "?"
+        raise RunFolderError(f"{run_dir} is in use by another training process (pid {pid}); "
+                             "two runs cannot share a folder") from None
+
+
+def truncate_metrics(path: Path, agent_steps: int) -> None:
+    """Keep the header and the rows up to `agent_steps`, stopping at the first row past it or
+    half written (atomically)."""
+    if not path.exists():
+        return
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    if not rows or "agent_steps" not in rows[0]:
+        return
+    col, keep = rows[0].index("agent_steps"), rows[:1]
+    for row in rows[1:]:
+        if len(row) != len(rows[0]) or not row[col].isdigit() or int(row[col]) > agent_steps:
+            break
+        keep.append(row)
+    if len(keep) == len(rows):
+        return
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as f:
+        csv.writer(f).writerows(keep)
+    os.replace(tmp, path)
+
+
+class Interrupts:
+    """SIGINT and SIGTERM raise `KeyboardInterrupt`, except inside `held()`: there a signal waits
+    until the block ends (so a checkpoint being written is finished first)."""
+
+    def __init__(self):
+        self.held_depth, self.pending, self._old = 0, None, {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old = {}
+
+    def _handle(self, signum, frame):
+        first = self.pending is None
+        self.pending = signum
+        if self.held_depth or not first:  # after the first, signals only wait for the exit
+            return
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    @contextlib.contextmanager
+    def held(self, then_raise: bool = True):
+        self.held_depth += 1
+        try:
+            yield
+        finally:
+            self.held_depth -= 1
+        if then_raise and not self.held_depth and self.pending is not None:
+            raise KeyboardInterrupt(signal.Signals(self.pending).name)
+
+
+def same_env_id(a: str, b: str) -> bool:
+    return a.removeprefix("groupenvs/") == b.removeprefix("groupenvs/")
+
+
+def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwargs: dict | None,
+                   force: bool) -> tuple[POCAConfig, dict]:
+    """The config and env arguments a resumed run continues with.
+
+    The run's own (from its checkpoint `saved`) unless `config`/`env_kwargs` are given; those
+    may differ from the run's only in `RESUMABLE` keys, or with `force`.
+    """
+    try:
+        own = POCAConfig.from_dict(saved["config"])
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"the run's saved config is invalid: {err}") from None
+    changes = []
+    if not same_env_id(env_id, saved["env_id"]):
+        changes.append(f"environment {saved['env_id']!r} -> {env_id!r}")
+    if env_kwargs is not None and _plain(env_kwargs) != _plain(saved["env_kwargs"]):
+        changes.append(f"env_kwargs {saved['env_kwargs']} -> {env_kwargs}")
+    if config is not None:
+        changes += [f"{key} {a!r} -> {b!r}" for key, (a, b) in
+                    _diff(own.to_dict(), config.to_dict()).items()
+                    if key not in RESUMABLE]
+    if changes and not force:
+        raise ValueError("a resumed run keeps its settings; this would change "
+                         + "; ".join(changes) + ". Only --max-steps (and --threads, "
+                         "--no-progress) may differ; pass --force (force=True) to change them "
+                         "anyway")
+    return (config or own), (saved["env_kwargs"] if env_kwargs is None else env_kwargs)
+
+
+def _plain(value):
+    """Tuples and lists compare equal (config.json and checkpoints may hold either)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _diff(a: dict, b: dict, prefix: str = "") -> dict:
+    out = {}
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            out.update(_diff(x, y, f"{prefix}{key}."))
+        elif _plain(x) != _plain(y):
+            out[f"{prefix}{key}"] = (x, y)
+    return out
+
+
+def snapshot(trainer) -> dict:
+    """The trainer's state as it is now, unaffected by what training does next."""
+    state = trainer.state()
+    return {**state, **{k: copy.deepcopy(state[k]) for k in ("actor", "critic", "optimizer")}}

@@ -1,0 +1,646 @@
+"""Hostile inputs, one table per kind: envs, configs and CLI flags, checkpoints, signals.
+
+Each row names what it feeds in, the exception type it must raise and a fragment of the message;
+every message must name where the bad value is (agent, field, step; file and line; key)."""
+
+import functools
+import math
+import os
+import signal
+import sys
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pettingzoo import ParallelEnv
+
+import envs
+from envs.core import GroupEnv, GroupSpec, ObsSpec
+from poca import checkpoint
+from poca.adapters import ParallelEnvGroup, make_env
+from poca.cli import main
+from poca.config import POCAConfig
+from poca.evaluate import load_actor
+from poca.trainer import Trainer, TrainingDiverged, train
+
+SMALL = ["--set", "hyperparameters.batch_size=32", "--set", "hyperparameters.buffer_size=128",
+         "--set", "network_settings.hidden_units=16", "--num-envs", "4", "--no-progress"]
+
+
+def small_config(**over):
+    base = {"hyperparameters.batch_size": 32, "hyperparameters.buffer_size": 128,
+            "network_settings.hidden_units": 16, "network_settings.num_layers": 1,
+            "num_envs": 4, "max_steps": 600, "checkpoint_interval": 300, "summary_freq": 150}
+    return POCAConfig().override({**base, **over})
+
+
+# --- hostile PettingZoo environments -------------------------------------------------------------
+
+
+class Hostile(ParallelEnv):
+    """Two agents 'a' and 'b' with Box(3) (or Discrete(4)) observations; at episode step `at`
+    (0: the reset) the env does one thing wrong, named by `defect`."""
+
+    metadata = {"name": "hostile_v0"}
+
+    def __init__(self, defect=None, at=2, discrete_obs=False):
+        self.defect, self.at = defect, at
+        self.possible_agents = ["a", "b"]
+        self.space = spaces.Discrete(4) if discrete_obs else spaces.Box(-1, 1, (3,), np.float32)
+        if defect in ("mask missing", "mask short"):
+            self.space = spaces.Dict({"obs": self.space, "action_mask": spaces.MultiBinary(2)})
+
+    @functools.cache  # noqa: B019
+    def observation_space(self, agent):
+        return self.space
+
+    @functools.cache  # noqa: B019
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def _obs(self):
+        if isinstance(self.space, spaces.Dict):
+            return {"obs": np.zeros(3, np.float32), "action_mask": np.ones(2, np.int8)}
+        return 1 if isinstance(self.space, spaces.Discrete) else np.zeros(3, np.float32)
+
+    def reset(self, seed=None, options=None):
+        self.t, self.agents = 0, list(self.possible_agents)
+        obs, infos = {a: self._obs() for a in self.agents}, {a: {} for a in self.agents}
+        defect = self.defect if self.at == 0 else None
+        if defect == "no infos":
+            return obs
+        if defect == "infos None":
+            return obs, None
+        if defect == "no agents":
+            self.agents = []
+            return {}, {}
+        if defect == "missing obs":
+            del obs["b"]
+        return obs, infos
+
+    def step(self, actions):
+        self.t += 1
+        obs = {a: self._obs() for a in self.agents}
+        rew = {a: 0.5 for a in self.agents}
+        term = {a: False for a in self.agents}
+        trunc = {a: self.t >= 5 for a in self.agents}
+        infos = {a: {} for a in self.agents}
+        d = self.defect if self.t == self.at else None
+        bad_values = {"reward NaN": math.nan, "reward inf": math.inf, "reward None": None,
+                      "reward str": "1", "reward array": np.ones(2)}
+        if d in bad_values:
+            rew["b"] = bad_values[d]
+        bad_obs = {"obs NaN": np.array([0, math.nan, 0], np.float32),
+                   "obs inf": np.array([math.inf, 0, 0], np.float32), "obs None": None,
+                   "obs str": "abc", "obs shape": np.zeros(4, np.float32),
+                   "obs matrix": np.zeros((3, 1), np.float32), "obs discrete 7": 7,
+                   "obs discrete -1": -1, "obs discrete float": 1.5}
+        if d in bad_obs:
+            obs["b"] = bad_obs[d]
+        if d == "raise":
+            raise ValueError("boom from inside the env")
+        if d == "infos None":
+            infos = None
+        if d == "info None":
+            infos["b"] = None
+        if d == "missing obs":
+            del obs["b"]
+        if d == "missing reward":
+            del rew["b"]
+        if d == "terminated but listed":
+            term["b"] = True
+        if d == "flag str":
+            term["b"] = "no"
+        if d == "mask missing":
+            del obs["b"]["action_mask"]
+        if d == "mask short":
+            obs["b"]["action_mask"] = np.ones(1, np.int8)
+        if self.t >= 5:
+            self.agents = []
+        if d == "4-tuple":
+            return obs, rew, term, infos
+        return obs, rew, term, trunc, infos
+
+
+ENV_CASES = [  # (defect, at, discrete obs, exception, fragment)
+    ("reward NaN", 2, False, ValueError, "episode step 2: agent 'b': reward is nan"),
+    ("reward inf", 3, False, ValueError, "episode step 3: agent 'b': reward is inf"),
+    ("reward None", 2, False, ValueError, "agent 'b': reward must be a number, got NoneType"),
+    ("reward str", 2, False, ValueError, "agent 'b': reward must be a number, got str"),
+    ("reward array", 2, False, ValueError, "agent 'b': reward must be a number, got ndarray"),
+    ("obs NaN", 2, False, ValueError, "episode step 2: agent 'b': observation holds NaN/inf"),
+    ("obs inf", 2, False, ValueError, "agent 'b': observation holds NaN/inf"),
+    ("obs None", 2, False, ValueError, "agent 'b': observation must hold numbers"),
+    ("obs str", 2, False, ValueError, "agent 'b': observation must hold numbers"),
+    ("obs shape", 2, False, ValueError, "agent 'b': observation has shape (4,); the "),
+    ("obs matrix", 2, False, ValueError, "agent 'b': observation has shape (3, 1)"),
+    ("obs discrete 7", 2, True, ValueError, "agent 'b': observation is 7, outside Discrete(4)"),
+    ("obs discrete -1", 2, True, ValueError, "agent 'b': observation is -1, outside"),
+    ("obs discrete float", 2, True, ValueError, "observation must be an int of Discrete(4)"),
+    ("infos None", 2, False, ValueError, "episode step 2: step() returned infos = None, not a"),
+    ("info None", 2, False, ValueError, "agent 'b': infos['b'] must be a dict, got None"),
+    ("4-tuple", 2, False, ValueError, "step() must return (observations, rewards, "),
+    ("missing obs", 2, False, ValueError, "agent 'b' is still in agents but has no observ"),
+    ("missing reward", 2, False, ValueError, "agent 'b': acted but has no reward"),
+    ("terminated but listed", 2, False, ValueError,
+     "agent 'b' was reported terminated or truncated but is still in agents while 'a'"),
+    ("flag str", 2, False, ValueError, "agent 'b': terminations must be a bool, got 'no'"),
+    ("mask missing", 2, False, ValueError, "agent 'b': observation lacks the key(s) "
+                                           "['action_mask']"),
+    ("mask short", 2, False, ValueError, "agent 'b': observation: its action_mask must be 2 "
+                                         "bools, got int8 [1]"),
+    ("no infos", 0, False, ValueError, "reset: reset() must return (observations, infos)"),
+    ("infos None", 0, False, ValueError, "reset: reset() returned infos = None, not a dict"),
+    ("no agents", 0, False, ValueError, "env copy 0, reset: no agents after reset()"),
+    ("missing obs", 0, False, ValueError, "reset: agent 'b' is in agents but has no observ"),
+    ("raise", 2, False, ValueError, "boom from inside the env"),
+]
+
+
+@pytest.mark.parametrize("defect, at, discrete, exc, fragment", ENV_CASES,
+                         ids=[f"{c[0]}@{c[1]}" for c in ENV_CASES])
+def test_hostile_parallel_env(defect, at, discrete, exc, fragment):
+    env = ParallelEnvGroup(lambda: Hostile(defect, at, discrete), 2)
+    with pytest.raises(exc) as info:
+        env.reset(seed=0)
+        for _ in range(4):
+            env.step({"discrete": np.zeros((2, 2, 1), np.int64)})
+    assert fragment in str(info.value)
+    if defect == "raise":  # the env's own exception, with its own traceback, not a rewrap
+        assert str(info.traceback[-1].path) == __file__ and info.traceback[-1].name == "step"
+
+
+def test_a_well_behaved_hostile_env_runs():
+    env = ParallelEnvGroup(lambda: Hostile(None), 2)
+    env.reset(seed=0)
+    for _ in range(12):
+        step = env.step({"discrete": np.zeros((2, 2, 1), np.int64)})
+    assert np.isfinite(step.reward).all() and step.alive.all()
+
+
+def hostile_factory(defect="reward NaN", at=2):
+    return Hostile(defect, at)
+
+
+def test_cli_hostile_env_is_one_line_and_env_errors_keep_their_traceback(tmp_path, capsys):
+    assert main(["train", "tests.test_hostile_inputs:hostile_factory", "--run-dir",
+                 str(tmp_path / "a"), *SMALL, "--max-steps", "300"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "agent 'b': reward is nan" in err
+    with pytest.raises(ValueError, match="boom from inside the env"):
+        main(["train", "tests.test_hostile_inputs:hostile_factory", "--env-kwargs",
+              '{"defect": "raise"}', "--run-dir", str(tmp_path / "b"), *SMALL,
+              "--max-steps", "300"])
+    # the run that raised still saved what it had (nothing yet: it failed in the first rollout)
+    assert (tmp_path / "b" / "checkpoints" / "latest.pt").exists()
+
+
+# --- dead slots of the core ----------------------------------------------------------------------
+
+
+class Recorder(GroupEnv):
+    """A task whose alive mask is given; it records the actions its `_step` receives."""
+
+    def __init__(self, alive: np.ndarray, continuous: int = 2, branches=(3, 2)):
+        E, A = alive.shape
+        super().__init__(GroupSpec(A, (ObsSpec("v", "vector", (1,)),), continuous,
+                                   tuple(branches), 100), E)
+        self.start_alive = alive
+
+    def _reset_envs(self, idx):
+        self.alive[idx] = self.start_alive[idx]
+
+    def _step(self, cont, disc):
+        self.seen = (cont.copy(), disc.copy())
+        E, A = self.alive.shape
+        return np.zeros((E, A), np.float32), np.zeros(E, np.float32), np.zeros((E, A), bool), \
+            np.zeros((E, A), bool)
+
+    def _observe(self, rows=slice(None)):
+        return (np.zeros((self.num_envs, self.max_agents, 1), np.float32)[rows],)
+
+
+GARBAGE_FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=32)
+GARBAGE_INTS = st.integers(-2**63, 2**63 - 1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), E=st.integers(1, 4), A=st.integers(1, 4))
+def test_dead_slot_garbage_is_never_read(data, E, A):
+    alive = np.array(data.draw(st.lists(st.booleans(), min_size=E * A, max_size=E * A)),
+                     bool).reshape(E, A)
+    env = Recorder(alive)
+    env.reset(seed=0)
+    cont = np.array(data.draw(st.lists(GARBAGE_FLOATS, min_size=E * A * 2,
+                                       max_size=E * A * 2)), np.float32).reshape(E, A, 2)
+    disc = np.array(data.draw(st.lists(GARBAGE_INTS, min_size=E * A * 2, max_size=E * A * 2)),
+                    np.int64).reshape(E, A, 2)
+    good_cont = np.array(data.draw(st.lists(st.floats(-1, 1, width=32), min_size=E * A * 2,
+                                            max_size=E * A * 2)), np.float32).reshape(E, A, 2)
+    good_disc = np.stack([np.full((E, A), data.draw(st.integers(0, 2))),
+                          np.full((E, A), data.draw(st.integers(0, 1)))], -1)
+    cont[alive], disc[alive] = good_cont[alive], good_disc[alive]
+    sent = (cont.copy(), disc.copy())
+    env.step({"continuous": cont, "discrete": disc})
+    seen_cont, seen_disc = env.seen
+    assert (seen_cont[~alive] == 0).all() and (seen_disc[~alive] == 0).all()
+    np.testing.assert_array_equal(seen_cont[alive], good_cont[alive])
+    np.testing.assert_array_equal(seen_disc[alive], good_disc[alive])
+    np.testing.assert_array_equal(sent[0], cont)  # the caller's arrays are not changed
+    np.testing.assert_array_equal(sent[1], disc)
+
+
+@pytest.mark.parametrize("garbage", [math.nan, math.inf, -1e30, -1, -2, 99, 2**62])
+def test_dead_slot_garbage_does_not_change_goal(garbage):
+    """Two Goal batches stepped alike (agent 0 heads for the edge and leaves early, the others
+    wander); one of them gets garbage in the slots of agents that have left."""
+    kind = "continuous" if isinstance(garbage, float) else "discrete"
+    sizes = (1, 0) if kind == "continuous" else (0, 1)
+    a, b = (envs.make_group("Goal-v0", num_envs=8, num_agents=3, action_sizes=sizes)
+            for _ in range(2))
+    rng = np.random.default_rng(0)
+    step_a, step_b = a.reset(seed=1), b.reset(seed=1)
+    dirty_steps = 0
+    for _ in range(30):
+        if kind == "continuous":
+            act = rng.uniform(-0.3, 0.3, (8, 3, 1)).astype(np.float32)
+            act[:, 0] = 1.0
+        else:
+            act = rng.integers(0, 2, (8, 3, 1))
+            act[:, 0] = 1
+        dirty = act.copy()
+        dirty[~step_a.alive] = garbage
+        dirty_steps += int((~step_a.alive).any())
+        step_a = a.step({kind: act})
+        step_b = b.step({kind: dirty})
+        for x, y in zip(step_a.obs, step_b.obs, strict=True):
+            np.testing.assert_array_equal(x, y)
+        np.testing.assert_array_equal(step_a.group_reward, step_b.group_reward)
+        np.testing.assert_array_equal(step_a.reward, step_b.reward)
+    assert dirty_steps >= 10 and np.isfinite(step_b.obs[0]).all()
+
+
+@pytest.mark.parametrize("field, value, fragment", [
+    ("continuous", math.nan, "actions['continuous'] is NaN/inf for env 0, agent 1"),
+    ("discrete", -1, "actions['discrete'] is out of range (branch sizes [3, 2]) for env 0, "
+                     "agent 1"),
+])
+def test_alive_slot_garbage_still_raises(field, value, fragment):
+    env = Recorder(np.ones((1, 2), bool))
+    env.reset(seed=0)
+    actions = {"continuous": np.zeros((1, 2, 2), np.float32), "discrete": np.zeros((1, 2, 2),
+                                                                                   np.int64)}
+    actions[field][0, 1, 0] = value
+    with pytest.raises(ValueError) as info:
+        env.step(actions)
+    assert fragment in str(info.value)
+
+
+# --- configs and CLI flags -----------------------------------------------------------------------
+
+CONFIG_FILES = [  # (file name, bytes, fragment)
+    ("list.yaml", b"- 1\n- 2\n", "a config must be a mapping"),
+    ("scalar.yaml", b"hello\n", "a config must be a mapping"),
+    ("syntax.yaml", b"behaviors:\n  Goal:\n    max_steps: [1,\n  oops: }\n", "line 4, column"),
+    ("binary.yaml", bytes(range(256)) * 4, "is not a text (UTF-8 YAML) file"),
+    ("null.yaml", b"behaviors:\n  Goal: null\n", "behaviors.Goal must be a mapping"),
+    ("none.yaml", b"behaviors:\n", "expected exactly one behavior"),
+    ("two.yaml", b"behaviors:\n  A: {}\n  B: {}\n", "expected exactly one behavior"),
+    ("extra.yaml", b"behaviors:\n  Goal: {}\nmy_notes: 3\n", "remove the other top-level"),
+    ("env.yaml", b"behaviors:\n  Goal: {}\nenv_settings: {num_envs: 2}\n",
+     "env_settings (give the environment as poca train's first argument"),
+    ("ckpt.yaml", b"behaviors:\n  Goal: {}\ncheckpoint_settings: {run_id: x}\n",
+     "checkpoint_settings (use --run-dir, --resume and --force)"),
+    ("torch.yaml", b"behaviors:\n  Goal: {}\ntorch_settings: {device: cpu}\n",
+     "torch_settings (use --device and --threads)"),
+    ("lr_inf.yaml", b"hyperparameters: {learning_rate: .inf}\n",
+     "hyperparameters.learning_rate must be a finite number in [0, 1], got inf"),
+    ("lr_nan.yaml", b"hyperparameters: {learning_rate: .nan}\n", "learning_rate must be > 0"),
+    ("lr_big.yaml", b"hyperparameters: {learning_rate: 10}\n", "learning_rate must be a fin"),
+    ("beta.yaml", b"hyperparameters: {beta: -1}\n", "hyperparameters.beta must be a finite"),
+    ("beta_inf.yaml", b"hyperparameters: {beta: .inf}\n", "hyperparameters.beta must be a"),
+    ("eps.yaml", b"hyperparameters: {epsilon: 5}\n", "hyperparameters.epsilon must be a"),
+    ("strength.yaml", b"reward_signals: {extrinsic: {strength: 1.0e+300}}\n",
+     "reward_signals.extrinsic.strength must be a finite number in [0, 1e+06]"),
+    ("strength0.yaml", b"reward_signals: {extrinsic: {strength: 0}}\n",
+     "reward_signals.extrinsic.strength must be > 0"),
+    ("gamma.yaml", b"reward_signals: {extrinsic: {gamma: .nan}}\n", "gamma must be in"),
+    ("seed.yaml", b"seed: -1\n", "seed must be in [0, 4294967295], got -1"),
+]
+
+
+@pytest.mark.parametrize("name, content, fragment", CONFIG_FILES,
+                         ids=[c[0] for c in CONFIG_FILES])
+def test_bad_config_file_is_one_line_before_any_run_folder(tmp_path, capsys, name, content,
+                                                           fragment):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ValueError) as info:
+        POCAConfig.load(path)
+    assert fragment in str(info.value) and str(path) in str(info.value)
+    run = tmp_path / "run"
+    assert main(["train", "Goal-v0", "--config", str(path), "--run-dir", str(run),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and fragment in err
+    assert not run.exists()
+
+
+def broken_module_env():  # a factory returning something that is not an env
+    return 42
+
+
+not_callable = 5
+
+CLI_CASES = [  # (argv after "train", fragment)
+    (["Goal-v0", "--config", "."], "is a directory, not a YAML config file"),
+    (["Goal-v0", "--seed", "-3"], "seed must be in [0, 4294967295], got -3"),
+    (["Goal-v0", "--seed", str(2**40)], "seed must be in [0, 4294967295]"),
+    (["Goal-v0", "--set", "hyperparameters.learning_rate=nan"], "learning_rate must be > 0"),
+    (["Goal-v0", "--set", "hyperparameters.epsilon=inf"], "epsilon must be a finite number"),
+    (["Goal-v0", "--force"], "--force only applies with --resume"),
+    (["Goal-v0", "--run-dir", "/proc/no/such/run"], "cannot use /proc/no/such/run as a run "
+                                                    "folder: No such file or directory"),
+    (["Goal-v0", "--resume"], "--resume needs the --run-dir"),
+    (["no_such_module_xyz:make"], "importing 'no_such_module_xyz' failed: ModuleNotFound"),
+    (["tests.test_hostile_inputs:nothing_here"], "has no attribute 'nothing_here'"),
+    (["tests.test_hostile_inputs:not_callable"], "is not callable: 'not_callable'"),
+    (["tests.test_hostile_inputs:broken_module_env"], "returned int; expected a PettingZoo"),
+    (["Goal-v0", "--max-agents", "4"], "max_agents (--max-agents) applies only to PettingZoo"),
+    (["Goal-v0", "--set", "hyperparameters=3"], "hyperparameters must be a mapping, got 3"),
+    (["Goal-v0", "--set", "keep_checkpoints=0"], "keep_checkpoints must be >= 1, got 0"),
+    (["Goal-v0", "--num-envs", "0"], "num_envs must be > 0, got 0"),
+    (["Goal-v0", "--env-kwargs", '{"bogus": 1}'], "got unknown argument(s) ['bogus']"),
+    (["os:getcwd"], "os:getcwd returned str; expected a PettingZoo ParallelEnv"),
+    (["hostile_import_error_wt14:make"], "importing 'hostile_import_error_wt14' failed: "
+                                         "ZeroDivisionError: division by zero ("),
+]
+if not torch.cuda.is_available():
+    CLI_CASES.append((["Goal-v0", "--device", "cuda"], "device 'cuda' is not available here"))
+
+
+@pytest.mark.parametrize("argv, fragment", CLI_CASES, ids=[" ".join(c[0]) for c in CLI_CASES])
+def test_bad_cli_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch, argv, fragment):
+    (tmp_path / "hostile_import_error_wt14.py").write_text("x = 1 / 0\n")
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    extra = [] if "--resume" in argv or "--run-dir" in argv else ["--run-dir", str(run)]
+    assert main(["train", *argv, *extra, "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and fragment in err, err
+    assert not run.exists()
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["eval", "--episodes", "0"], "--episodes must be >= 1, got 0"),
+    (["eval", "--seed", "-1"], "--seed must be in [0, 4294967295], got -1"),
+    (["eval", "--env-kwargs", '{"action_sizes": [1, 0]}'], "was trained on a different env"),
+    (["play", "--episodes", "-1", "--record", "x.gif"], "--episodes must be >= 1, got -1"),
+    (["play"], "give --render human and/or --record FILE.gif"),
+])
+def test_bad_eval_and_play_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch,
+                                                    good_checkpoint, argv, fragment):
+    monkeypatch.chdir(tmp_path)
+    assert main([argv[0], "Goal-v0", "--checkpoint", str(good_checkpoint), *argv[1:]]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and fragment in err, err
+    assert not (tmp_path / "x.gif").exists()
+
+
+def test_console_script_finds_modules_in_the_current_directory(tmp_path, monkeypatch, capsys):
+    (tmp_path / "mymod_wt14.py").write_text(
+        "from envs.pettingzoo import GroupParallelEnv\n"
+        "def make():\n    return GroupParallelEnv('Goal-v0')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    assert main(["train", "mymod_wt14:make", "--run-dir", "run", *SMALL, "--max-steps",
+                 "200"]) == 0
+    assert (tmp_path / "run" / "checkpoints" / "latest.pt").exists()
+
+
+# --- checkpoints ---------------------------------------------------------------------------------
+
+
+class Payload:
+    """Unpickling this would create the file `target`."""
+
+    def __init__(self, target):
+        self.target = str(target)
+
+    def __reduce__(self):
+        return (open, (self.target, "w"))
+
+
+@pytest.fixture(scope="module")
+def good_checkpoint(tmp_path_factory):
+    run = tmp_path_factory.mktemp("good")
+    Trainer(make_env("Goal-v0", 4), small_config(max_steps=200), run, "Goal-v0",
+            progress=False).run()
+    return run / "checkpoints" / "latest.pt"
+
+
+def _without(state, *keys):
+    state = dict(state)
+    for key in keys:
+        if "." in key:
+            outer, inner = key.split(".")
+            state[outer] = {k: v for k, v in state[outer].items() if k != inner}
+        else:
+            del state[key]
+    return state
+
+
+def _reshaped(state):
+    actor = dict(state["actor"])
+    name = next(iter(actor))
+    actor[name] = torch.zeros(*actor[name].shape[:-1], actor[name].shape[-1] + 3)
+    return {**state, "actor": actor}
+
+
+CHECKPOINT_CASES = [  # (name, how to make it from a good state, fragment)
+    ("payload", lambda s, t: {**s, "extra": Payload(t)}, "refused without running them"),
+    ("payload only", lambda s, t: Payload(t), "refused without running them"),
+    ("text", b"not a checkpoint", "is not a readable checkpoint"),
+    ("empty", b"", "is not a readable checkpoint"),
+    ("foreign dict", lambda s, t: {"weights": torch.zeros(3)}, "is not a groupenvs-poca/1"),
+    ("wrong format", lambda s, t: {**s, "format": "other/2"}, "is not a groupenvs-poca/1"),
+    ("no actor", lambda s, t: _without(s, "actor"), "'actor' is missing"),
+    ("no env_kwargs", lambda s, t: _without(s, "env_kwargs"), "'env_kwargs' is missing"),
+    ("no spec.obs", lambda s, t: _without(s, "spec.obs"), "'spec.obs' is missing"),
+    ("spec not dict", lambda s, t: {**s, "spec": [1]}, "'spec' is a list"),
+    ("actor not tensors", lambda s, t: {**s, "actor": {"w": 1.0}}, "'actor' must map"),
+    ("steps str", lambda s, t: {**s, "agent_steps": "10"}, "'agent_steps' is a str"),
+    ("wrong shapes", lambda s, t: _reshaped(s), "does not hold a policy for this environment"),
+]
+
+
+def _make_checkpoint(tmp_path, good_checkpoint, make):
+    path, target = tmp_path / "ckpt.pt", tmp_path / "pwned"
+    if isinstance(make, bytes):
+        path.write_bytes(make)
+    else:
+        torch.save(make(torch.load(good_checkpoint, weights_only=True), target), path)
+    return path, target
+
+
+@pytest.mark.parametrize("name, make, fragment", CHECKPOINT_CASES,
+                         ids=[c[0] for c in CHECKPOINT_CASES])
+def test_bad_checkpoint_is_one_clean_error_everywhere(tmp_path, capsys, good_checkpoint, name,
+                                                      make, fragment):
+    path, target = _make_checkpoint(tmp_path, good_checkpoint, make)
+    env = make_env("Goal-v0", 2)
+    with pytest.raises(checkpoint.CheckpointError) as info:
+        load_actor(path, env)
+    assert fragment in str(info.value) and str(path) in str(info.value)
+    for argv in (["eval", "Goal-v0", "--checkpoint", str(path), "--episodes", "2"],
+                 ["play", "Goal-v0", "--checkpoint", str(path), "--record",
+                  str(tmp_path / "x.gif")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and fragment in err, err
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    path.rename(run / "checkpoints" / "latest.pt")
+    assert main(["train", "Goal-v0", "--run-dir", str(run), "--resume", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()  # wrong shapes: "does not fit this network ..."
+    assert len(err.splitlines()) == 1 and "latest.pt" in err, err
+    assert not target.exists()  # no payload ran, anywhere
+
+
+def test_checkpoint_of_the_project_round_trips_with_weights_only(good_checkpoint):
+    state = checkpoint.load(good_checkpoint)
+    assert isinstance(state["torch_rng"], torch.Tensor) and state["agent_steps"] >= 200
+    trainer = Trainer(make_env("Goal-v0", 4), small_config(), progress=False)
+    trainer.load(good_checkpoint)
+    assert trainer.agent_steps == state["agent_steps"]
+
+
+def test_env_kwargs_that_a_checkpoint_cannot_hold_fail_before_training(tmp_path):
+    with pytest.raises(TypeError, match=r"env_kwargs\['num_agents'\] is a int64"):
+        train("Goal-v0", small_config(), {"num_agents": np.int64(2)}, tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+# --- training guards and signals -----------------------------------------------------------------
+
+
+def poisoned_goal(num_envs, what="reward", after=40, scale=math.nan):
+    """Goal-v0 whose `what` ('reward' or 'obs') is multiplied by `scale` after `after` steps."""
+    env = envs.make_group("Goal-v0", num_envs=num_envs)
+    step, count = env.step, [0]
+
+    def poisoned(actions):
+        out = step(actions)
+        count[0] += 1
+        if count[0] > after:
+            if what == "reward":
+                out.group_reward[:] = out.group_reward * scale + scale
+            else:
+                out.obs[0][:] = out.obs[0] * scale + scale
+        return out
+
+    env.step = poisoned
+    return env
+
+
+GUARD_CASES = [  # (env kwargs, config overrides, exception, CLI exit status, fragment)
+    ({"what": "reward"}, {}, ValueError, 2,
+     "step(): env 0: group_reward is NaN/inf (episode step "),
+    ({"what": "obs"}, {}, ValueError, 2,
+     "step(): env 0, agent 0: observation 'vector' is NaN/inf (episode step "),
+    ({"what": "obs", "scale": 1e30}, {"network_settings.normalize": True}, TrainingDiverged, 1,
+     "the normaliser statistics actor.encoder.norms.vector.m2 became NaN/inf at agent-step"),
+]
+
+
+@pytest.mark.parametrize("kwargs, over, exc, status, fragment", GUARD_CASES,
+                         ids=["reward", "obs", "norm"])
+def test_non_finite_values_name_their_first_source(tmp_path, capsys, kwargs, over, exc,
+                                                   status, fragment):
+    with pytest.raises(exc) as info:
+        train(functools.partial(poisoned_goal, **kwargs), small_config(**over, max_steps=2000),
+              run_dir=tmp_path / "api")
+    assert fragment in str(info.value)
+    argv = ["train", "tests.test_hostile_inputs:poisoned_goal", "--env-kwargs",
+            str(kwargs).replace("'", '"'), "--run-dir", str(tmp_path / "cli"), *SMALL,
+            "--max-steps", "2000", "--set", "checkpoint_interval=100"]
+    if over:
+        argv += ["--set", "network_settings.normalize=true"]
+    assert main(argv) == status
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and fragment in err, err
+    if exc is TrainingDiverged:
+        assert "Last good checkpoint: " in err and "step-0000" in err
+
+
+def test_trainer_on_an_unchecked_env_stops_at_a_non_finite_reward(tmp_path):
+    trainer = Trainer(poisoned_goal(4), small_config(max_steps=2000), tmp_path, progress=False)
+    with pytest.raises(TrainingDiverged, match=r"the env's team reward \(env 0, step \d+ of the "
+                                               r"rollout\) became NaN/inf at agent-step \d+"):
+        trainer.run()
+
+
+def test_huge_rewards_warn_once_about_strength(tmp_path):
+    with pytest.warns(RuntimeWarning, match="reward_signals.extrinsic.strength") as record:
+        train(functools.partial(poisoned_goal, what="reward", after=0, scale=1e9),
+              small_config(max_steps=600))
+    assert len([w for w in record if "strength" in str(w.message)]) == 1
+
+
+def _send(signum):
+    os.kill(os.getpid(), signum)
+
+
+SIGNAL_CASES = [  # (what happens, where, expected updates in the saved checkpoint)
+    (signal.SIGTERM, "collect", 2),
+    (signal.SIGINT, "collect", 2),
+    (signal.SIGTERM, "update", 2),  # mid-update: that update is dropped, not half-saved
+    (signal.SIGINT, "update", 2),
+    (signal.SIGTERM, "save", 3),  # while a checkpoint is written: it is finished first
+]
+
+
+@pytest.mark.parametrize("signum, where, updates", SIGNAL_CASES,
+                         ids=[f"{s[0].name}-in-{s[1]}" for s in SIGNAL_CASES])
+def test_signals_save_the_last_whole_update(tmp_path, monkeypatch, signum, where, updates):
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    trainer = Trainer(make_env("Goal-v0", 4), small_config(max_steps=5000, checkpoint_interval=1),
+                      tmp_path, "Goal-v0", progress=False)
+    originals = {"collect": trainer.collect, "update": trainer.update}
+    step = trainer.optimizer.step
+
+    def collect():
+        if where == "collect" and trainer.updates == 2:
+            _send(signum)
+        return originals["collect"]()
+
+    def optimizer_step(*a, **k):  # the signal lands between two minibatch steps of update 3
+        out = step(*a, **k)
+        if where == "update" and trainer.updates == 2:
+            _send(signum)
+        return out
+
+    save = checkpoint.save
+
+    def saving(path, state):
+        if where == "save" and state["updates"] == 3 and path.name == "latest.pt":
+            _send(signum)
+            _send(signum)  # and a second one
+        save(path, state)
+
+    trainer.collect = collect
+    trainer.optimizer.step = optimizer_step
+    monkeypatch.setattr(checkpoint, "save", saving)
+    result = trainer.run()
+    assert result.interrupted
+    state = checkpoint.load(tmp_path / "checkpoints" / "latest.pt")
+    assert state["updates"] == updates and result.agent_steps == state["agent_steps"]
+    reference = Trainer(make_env("Goal-v0", 4), small_config(max_steps=5000), progress=False)
+    reference.run(until=lambda t: t.updates == updates)
+    assert reference.agent_steps == state["agent_steps"]
+    for name, value in reference.actor.state_dict().items():
+        assert torch.equal(value, state["actor"][name]), name
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers

@@ -1,0 +1,257 @@
+"""Runs that are not lost, mixed or changed: kill -9, SIGTERM, exceptions, resume, folder claims."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from poca import checkpoint, runfolder
+from poca.adapters import make_env
+from poca.cli import main
+from poca.config import POCAConfig
+from poca.trainer import Trainer, train
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = ["--num-envs", "8", "--set", "hyperparameters.buffer_size=256", "--set",
+        "hyperparameters.batch_size=128", "--set", "summary_freq=200", "--set",
+        "checkpoint_interval=600", "--no-progress"]
+
+
+def small_config(**over):
+    base = {"hyperparameters.batch_size": 32, "hyperparameters.buffer_size": 128,
+            "network_settings.hidden_units": 16, "network_settings.num_layers": 1,
+            "num_envs": 4, "max_steps": 600, "checkpoint_interval": 300, "summary_freq": 150}
+    return POCAConfig().override({**base, **over})
+
+
+def metrics(run: Path) -> list[int]:
+    with open(run / "metrics.csv", newline="") as f:
+        return [int(row["agent_steps"]) for row in csv.DictReader(f)]
+
+
+def start(run: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "poca.cli", "train", "groupenvs/Goal-v0", "--config", "goal",
+         "--run-dir", str(run), *FAST, *extra], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def saved_steps(run: Path) -> int:
+    return checkpoint.load(run / "checkpoints" / "latest.pt")["agent_steps"]
+
+
+def test_kill_9_then_sigterm_then_resume_loses_at_most_the_last_interval(tmp_path, capsys):
+    run = tmp_path / "run"
+    proc = start(run, "--max-steps", "10000000")
+    wait_for(lambda: len(list((run / "checkpoints").glob("step-*.pt"))) >= 2)
+    wait_for(lambda: metrics(run)[-1] > saved_steps(run))  # past the last checkpoint
+    proc.kill()  # SIGKILL: no chance to save
+    proc.communicate(timeout=30)
+    before, at = metrics(run), saved_steps(run)
+    assert before[-1] - at <= 600 + 256 + 64  # at most one interval (and a rollout) lost
+
+    proc = start(run, "--resume", "--max-steps", "10000000")
+    wait_for(lambda: saved_steps(run) > at + 600)  # it runs on from the checkpoint
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted after" in out and f"resuming at {at:,} agent-steps" in out
+    rows, last = metrics(run), saved_steps(run)
+    assert rows == sorted(set(rows)), rows  # monotonic: the killed stretch was dropped
+    assert [r for r in rows if r <= at] == [r for r in before if r <= at]
+    assert rows[-1] <= last  # SIGTERM saved everything it had logged
+    assert not list((run / "checkpoints").glob("*.tmp"))
+
+    assert main(["train", "groupenvs/Goal-v0", "--run-dir", str(run), "--resume",
+                 "--max-steps", str(last + 500), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    steps = int(out.split("trained ")[1].split(" agent-steps")[0].replace(",", ""))
+    assert 500 <= steps <= 500 + 512 and f"({saved_steps(run):,} in all)" in out
+    rows = metrics(run)
+    assert rows == sorted(set(rows)) and rows[-1] == saved_steps(run) >= last + 500
+
+
+def test_readme_resume_example_keeps_the_runs_config(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "groupenvs/Goal-v0", "--config", "goal", "--run-dir", "runs/mine",
+                 "--max-steps", "2000", "--no-progress"]) == 0
+    first = json.loads(Path("runs/mine/config.json").read_text())
+    assert main(["train", "groupenvs/Goal-v0", "--run-dir", "runs/mine", "--resume",
+                 "--no-progress"]) == 0  # as written in the README; nothing left to train
+    assert main(["train", "groupenvs/Goal-v0", "--run-dir", "runs/mine", "--resume",
+                 "--max-steps", "3000", "--no-progress"]) == 0
+    state = checkpoint.load(Path("runs/mine/checkpoints/latest.pt"))
+    assert state["agent_steps"] >= 3000
+    config = json.loads(Path("runs/mine/config.json").read_text())
+    assert config["config"] == {**first["config"], "max_steps": 3000}
+    assert POCAConfig.from_dict(state["config"]).hyperparameters.learning_rate == 5e-3
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv, fragment, forced", [
+    (["--set", "hyperparameters.learning_rate=1e-3"], "hyperparameters.learning_rate 0.0003 -> "
+                                                       "0.001", 0),
+    (["--config", "goal"], "network_settings.hidden_units 16 -> 32", 2),  # other shapes
+    (["--num-envs", "2"], "num_envs 4 -> 2", 0),
+    (["--seed", "3"], "seed 0 -> 3", 0),
+    (["--env-kwargs", '{"num_agents": 3}'], "env_kwargs {} -> {'num_agents': 3}", 0),
+    (["groupenvs/GoalMemory-v0"], "environment 'Goal-v0' -> 'groupenvs/GoalMemory-v0'", 0),
+])
+def test_resume_refuses_other_settings_unless_forced(tmp_path, capsys, argv, fragment, forced):
+    run = tmp_path / "run"
+    train("Goal-v0", small_config(), run_dir=run)
+    env = argv[:1] if not argv[0].startswith("-") else ["Goal-v0"]
+    flags = argv[1:] if env == argv[:1] else argv
+    assert main(["train", *env, "--run-dir", str(run), "--resume", *flags,
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "pass --force" in err
+    assert main(["train", *env, "--run-dir", str(run), "--resume", "--force", *flags,
+                 "--max-steps", "800", "--no-progress"]) == forced
+    if forced:
+        assert "does not fit this network configuration" in capsys.readouterr().err
+    else:
+        assert saved_steps(run) >= 800
+
+
+def test_python_resume_uses_the_runs_config(tmp_path):
+    run = tmp_path / "run"
+    first = train("Goal-v0", small_config(), {"num_agents": 3}, run_dir=run)
+    more = train("Goal-v0", run_dir=run, resume=True)
+    assert more.agent_steps == first.agent_steps  # max_steps reached: nothing more to do
+    with pytest.raises(ValueError, match="num_envs 4 -> 16"):
+        train("Goal-v0", POCAConfig(), run_dir=run, resume=True)
+    result = train("Goal-v0", small_config(max_steps=900), run_dir=run, resume=True)
+    assert result.agent_steps >= 900
+    assert checkpoint.load(run / "checkpoints" / "latest.pt")["env_kwargs"] == {"num_agents": 3}
+
+
+def test_a_run_folder_is_claimed_by_one_process(tmp_path, capsys):
+    run = tmp_path / "run"
+    with runfolder.claim(run, fresh=True, agent_steps=0):
+        with pytest.raises(runfolder.RunFolderError, match="in use by another training "
+                                                           f"process \\(pid {os.getpid()}\\)"):
+            train("Goal-v0", small_config(), run_dir=run)
+        assert main(["train", "Goal-v0", "--run-dir", str(run), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "in use by another training process" in err
+    assert not (run / "metrics.csv").exists()  # nobody wrote into the held folder
+    train("Goal-v0", small_config(), run_dir=run)  # released: free again
+    with pytest.raises(runfolder.RunFolderError, match="already holds a run; pass --resume"):
+        train("Goal-v0", small_config(), run_dir=run)
+    capsys.readouterr()
+
+
+def test_default_run_folders_do_not_collide(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(time, "strftime", lambda fmt: "20260101-000000")
+    argv = ["train", "Goal-v0", "--max-steps", "150", "--set", "hyperparameters.buffer_size=128",
+            "--set", "hyperparameters.batch_size=64", "--num-envs", "4", "--no-progress"]
+    assert main(argv) == 0 and main(argv) == 0
+    runs = sorted(p.name for p in Path("runs/Goal-v0").iterdir())
+    assert runs == ["20260101-000000", "20260101-000000-2"]
+    capsys.readouterr()
+
+
+def test_an_exception_from_the_env_saves_then_reraises(tmp_path):
+    trainer = Trainer(make_env("Goal-v0", 4), small_config(max_steps=5000), tmp_path, "Goal-v0",
+                      progress=False)
+    step = trainer.env.step
+
+    def failing(actions):
+        if trainer.updates == 3:
+            raise OSError("the simulator went away")
+        return step(actions)
+
+    trainer.env.step = failing
+    with pytest.raises(OSError, match="the simulator went away") as info:
+        trainer.run()
+    assert info.traceback[-1].name == "failing"  # the original traceback
+    state = checkpoint.load(tmp_path / "checkpoints" / "latest.pt")
+    assert state["updates"] == 3 and state["agent_steps"] == trainer.agent_steps
+
+
+def test_an_exception_inside_update_saves_the_state_before_it(tmp_path):
+    trainer = Trainer(make_env("Goal-v0", 4), small_config(max_steps=5000), tmp_path, "Goal-v0",
+                      progress=False)
+    before = {}
+    original = trainer.update
+
+    def update(rollout):
+        if trainer.updates == 2:
+            before.update({k: v.clone() for k, v in trainer.actor.state_dict().items()})
+            trainer.optimizer.step = lambda *a, **k: (_ for _ in ()).throw(
+                RuntimeError("bug in the middle of an update"))
+            for p in trainer.actor.parameters():  # half-applied: parameters already changed
+                p.data.add_(1.0)
+        return original(rollout)
+
+    trainer.update = update
+    with pytest.raises(RuntimeError, match="bug in the middle"):
+        trainer.run()
+    state = checkpoint.load(tmp_path / "checkpoints" / "latest.pt")
+    assert state["updates"] == 2
+    for name, value in before.items():
+        assert torch.equal(state["actor"][name], value), name
+
+
+def test_time_cadence_saves_without_a_step_interval(tmp_path, monkeypatch):
+    monkeypatch.setattr(runfolder, "SAVE_EVERY_SECONDS", 0.0)
+    trainer = Trainer(make_env("Goal-v0", 4), small_config(max_steps=500,
+                                                           checkpoint_interval=10**9),
+                      tmp_path, "Goal-v0", progress=False)
+    trainer.run()
+    assert len(list((tmp_path / "checkpoints").glob("step-*.pt"))) >= 3
+
+
+def test_truncate_metrics_keeps_rows_up_to_the_checkpoint(tmp_path):
+    path = tmp_path / "metrics.csv"
+    path.write_text("agent_steps,x\n100,a\n200,b\n300,c\n150,d\n40")
+    runfolder.truncate_metrics(path, 200)
+    assert path.read_text().splitlines() == ["agent_steps,x", "100,a", "200,b"]
+    path.write_text("agent_steps,x\n100,a\n20")  # a row cut short by kill -9
+    runfolder.truncate_metrics(path, 200)
+    assert path.read_text().splitlines() == ["agent_steps,x", "100,a"]
+
+
+def test_interrupts_wait_inside_held_blocks_and_fire_once():
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    done = False
+    with runfolder.Interrupts() as signals:
+        with pytest.raises(KeyboardInterrupt):
+            with signals.held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                done = True  # still running: the signal waits
+        assert done
+        os.kill(os.getpid(), signal.SIGINT)  # after the first, signals only wait for the exit
+        with signals.held(then_raise=False):
+            pass
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+
+
+def test_a_run_killed_before_its_first_checkpoint_starts_again(tmp_path, capsys):
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "metrics.csv").write_text("agent_steps,episodes\n100,3\n")
+    (run / "checkpoints" / "latest.pt4x2.tmp").write_bytes(b"half")
+    assert main(["train", "Goal-v0", "--run-dir", str(run), "--resume", "--no-progress"]) == 2
+    assert "holds no checkpoint to resume from" in capsys.readouterr().err
+    train("Goal-v0", small_config(), run_dir=run)
+    assert metrics(run)[0] > 100 and not list((run / "checkpoints").glob("*.tmp"))
+    (run / "checkpoints" / "latest.pt4x2.tmp").write_bytes(b"half")
+    train("Goal-v0", small_config(max_steps=800), run_dir=run, resume=True)
+    assert not list((run / "checkpoints").glob("*.tmp"))
