@@ -31,8 +31,11 @@ PRESETS = Path(__file__).parent / "configs"
 
 @dataclass
 class Hyperparameters:
-    batch_size: int = 1024  # agent-steps per minibatch
-    buffer_size: int = 10240  # agent-steps collected between updates
+    """How the policy and critic learn (ML-Agents' names). `buffer_size` and `batch_size` left
+    unset (None) follow the env and the run: see `POCAConfig.rollout_sizes`."""
+
+    batch_size: int | None = None  # agent-steps per minibatch; None: buffer_size // 4
+    buffer_size: int | None = None  # agent-steps collected between updates; None: derived
     learning_rate: float = 3e-4
     learning_rate_schedule: str = "linear"
     beta: float = 5e-3  # entropy bonus
@@ -71,6 +74,10 @@ class RewardSignals:
 
 @dataclass
 class POCAConfig:
+    """Everything a run is made of, in ML-Agents' layout (one behavior's settings), plus the
+    settings of ours below (`num_envs`, `seed`, `device`, `threads`). YAML files written for
+    ML-Agents' POCA load unchanged."""
+
     trainer_type: str = "poca"
     hyperparameters: Hyperparameters = field(default_factory=Hyperparameters)
     network_settings: NetworkSettings = field(default_factory=NetworkSettings)
@@ -167,10 +174,26 @@ class POCAConfig:
             node[leaf] = value
         return POCAConfig.from_dict(data)
 
+    def rollout_sizes(self, num_agents: int) -> tuple[int, int]:
+        """(buffer_size, batch_size) in agent-steps, for a task with `num_agents` slots.
+
+        Given values are used as they are. An unset buffer holds one `time_horizon` of every
+        slot of every env, but no more than `max_steps / 32`, so that even a short run makes at
+        least ~32 updates (ML-Agents' fixed 10,240 is made for long runs of one big Unity scene;
+        on a 20k-step task it makes two updates), and no less than one step of every slot. An
+        unset batch is a quarter of the buffer: 4 minibatches per epoch.
+        """
+        hp, slots = self.hyperparameters, self.num_envs * num_agents
+        batch = hp.batch_size
+        buffer = hp.buffer_size or max(slots, min(slots * self.time_horizon,
+                                                  self.max_steps // 32), batch or 1)
+        return buffer, batch or max(1, buffer // 4)
+
     def validate(self) -> None:
         hp, net = self.hyperparameters, self.network_settings
-        positive = {"hyperparameters.batch_size": hp.batch_size,
-                    "hyperparameters.buffer_size": hp.buffer_size,
+        positive = {"hyperparameters.batch_size": 1 if hp.batch_size is None else hp.batch_size,
+                    "hyperparameters.buffer_size": 1 if hp.buffer_size is None
+                    else hp.buffer_size,
                     "hyperparameters.num_epoch": hp.num_epoch,
                     "hyperparameters.learning_rate": hp.learning_rate,
                     "hyperparameters.epsilon": hp.epsilon,
@@ -196,7 +219,7 @@ class POCAConfig:
         if not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]:
             raise ValueError(f"seed must be in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got "
                              f"{self.seed}")
-        if hp.batch_size > hp.buffer_size:
+        if None not in (hp.batch_size, hp.buffer_size) and hp.batch_size > hp.buffer_size:
             raise ValueError(f"hyperparameters.batch_size ({hp.batch_size}) must not exceed "
                              f"buffer_size ({hp.buffer_size})")
         if not 0 <= hp.lambd <= 1 or not 0 <= self.reward_signals.extrinsic.gamma <= 1:
@@ -235,11 +258,12 @@ def _build(cls, data, where: str):
     for key, value in data.items():
         typ, name = hints[key], f"{where}{key}"
         nested = typ if dataclasses.is_dataclass(typ) else None
-        if nested is None and isinstance(typ, tuple):  # Optional[dataclass]
+        if nested is None and isinstance(typ, tuple):  # Optional[...]
             nested = next((t for t in typ if dataclasses.is_dataclass(t)), None)
             if value is None:
                 kwargs[key] = None
                 continue
+            typ = typ[0]
         if nested is not None:
             kwargs[key] = _build(nested, value, f"{name}.")
         else:
@@ -253,7 +277,8 @@ def _resolve(cls, f):
     if ann in types:
         return types[ann]
     if ann.endswith(" | None"):
-        return (globals()[ann.removesuffix(" | None")], type(None))
+        base = ann.removesuffix(" | None")
+        return (types.get(base) or globals()[base], type(None))
     return globals()[ann]
 
 

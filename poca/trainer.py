@@ -75,6 +75,7 @@ class Trainer:
         torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
         self.env, self.spec, self.config = env, env.spec, config
+        self.buffer_size, self.batch_size = config.rollout_sizes(env.spec.num_agents)
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
         self.device = torch.device(config.device)
         net = config.network_settings
@@ -108,7 +109,7 @@ class Trainer:
     # --- collecting -----------------------------------------------------------------------------
     def collect(self) -> Rollout:
         """Step every env until the rollout holds more than `buffer_size` agent-steps."""
-        buffer_size = self.config.hyperparameters.buffer_size
+        buffer_size = self.buffer_size
         obs, acted_cols, env_cols = [], defaultdict(list), defaultdict(list)
         final_obs, final_alive = [], []
         collected, step = 0, self._step
@@ -231,7 +232,7 @@ class Trainer:
         lr, epsilon, beta = self.schedules()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        n_batches = max(1, ro.agent_steps // hp.batch_size)
+        n_batches = max(1, ro.agent_steps // self.batch_size)
         sums: dict[str, Tensor] = defaultdict(float)
         for _ in range(hp.num_epoch):
             order = torch.randperm(len(units["alive"]), generator=self.generator,

@@ -61,6 +61,7 @@ def test_lstm_chunks_from_stored_memories_match_one_pass():
     net = NetworkSettings(hidden_units=16, num_layers=1,
                           memory=MemorySettings(memory_size=8, sequence_length=4))
     actor, critic = Actor(spec, net), Critic(spec, net)
+    torch.nn.init.normal_(critic.head.weight)  # the head starts at 0: give it something to show
     T, E, A = 12, 3, 2
     obs = [torch.randn(T, E, A, 3)]
     alive = torch.rand(T, E, A) > 0.2

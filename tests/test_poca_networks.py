@@ -46,6 +46,7 @@ def test_attention_ignores_absent_entities_exactly(entities):
 def test_critic_ignores_agents_that_are_not_alive():
     s = spec()
     critic = Critic(s, NetworkSettings(hidden_units=32))
+    torch.nn.init.normal_(critic.head.weight)  # the head starts at 0: give it something to show
     obs, cont, disc, alive = batch(s)
     v, b, _ = critic(obs, cont, disc, alive)
     dead = ~alive
@@ -61,6 +62,7 @@ def test_critic_ignores_agents_that_are_not_alive():
 def test_baseline_differs_from_value_only_through_other_agents_actions():
     s = spec()
     critic = Critic(s, NetworkSettings(hidden_units=32))
+    torch.nn.init.normal_(critic.head.weight)  # the head starts at 0: give it something to show
     obs, cont, disc, alive = batch(s)
     alive[:] = True
     v, b, _ = critic(obs, cont, disc, alive)

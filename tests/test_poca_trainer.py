@@ -145,7 +145,9 @@ def test_config_from_mlagents_yaml(tmp_path):
     assert hp.learning_rate == 1e-3 and config.max_steps == 50_000
     assert hp.beta_schedule == hp.epsilon_schedule == "constant"  # ML-Agents copies the lr's
     assert config.network_settings.memory.memory_size == 16
-    assert POCAConfig().hyperparameters.batch_size == 1024  # ML-Agents' defaults
+    defaults = POCAConfig().hyperparameters  # ML-Agents' defaults, except the rollout sizes
+    assert defaults.learning_rate == 3e-4 and defaults.num_epoch == 3
+    assert defaults.batch_size is defaults.buffer_size is None  # derived: rollout_sizes
 
 
 @pytest.mark.parametrize("data, match", [

@@ -100,3 +100,28 @@ def test_explained_variance():
     assert explained_variance(torch.full((4,), 2.0), target, mask) == pytest.approx(0.0)
     assert explained_variance(-target, target, mask) < 0
     assert np.isnan(explained_variance(target, torch.ones(4), mask))
+
+
+def test_unset_buffer_and_batch_follow_the_env_and_the_run():
+    config = POCAConfig()  # ML-Agents' names, nothing given
+    assert config.hyperparameters.buffer_size is None
+    # one time_horizon of every slot of every env ...
+    assert config.rollout_sizes(num_agents=2) == (16 * 2 * 64, 16 * 2 * 64 // 4)
+    # ... but at least ~32 updates in a short run, and at least one step of every slot
+    short = config.override({"max_steps": 9000})
+    assert short.rollout_sizes(2) == (9000 // 32, 9000 // 32 // 4)
+    tiny = config.override({"max_steps": 100})
+    assert tiny.rollout_sizes(3)[0] == 16 * 3
+    # given values are used as they are, an ML-Agents file is unchanged
+    given = config.override({"hyperparameters.buffer_size": 10240,
+                             "hyperparameters.batch_size": 1024})
+    assert given.rollout_sizes(2) == (10240, 1024)
+    assert config.override({"hyperparameters.batch_size": 4096}).rollout_sizes(2)[0] == 4096
+
+
+def test_trainer_collects_the_derived_buffer():
+    trainer = Trainer(make_env("Goal-v0", 4, {}, None),
+                      POCAConfig().override({"num_envs": 4, "max_steps": 3200}), progress=False)
+    assert (trainer.buffer_size, trainer.batch_size) == (100, 25)
+    ro = trainer.collect()
+    assert 100 < ro.agent_steps <= 100 + 4 * 2
