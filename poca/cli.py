@@ -78,6 +78,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--render", choices=["human"], help="show a window")
     pl.add_argument("--record", type=Path, help="write a .gif (needs Pillow) or .mp4 (imageio)")
     pl.add_argument("--seed", type=int, default=0)
+    from poca import compare  # poca compare: the paper's critic comparison (poca/compare.py)
+
+    compare.add_parser(sub)
     return parser
 
 
@@ -175,7 +178,10 @@ def _named(score: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"train": _train, "eval": _eval, "play": _play}[args.command](args)
+        from poca.compare import run as _compare
+
+        return {"train": _train, "eval": _eval, "play": _play,
+                "compare": _compare}[args.command](args)
     except (ValueError, TypeError, FileNotFoundError, ImportError, NotImplementedError,
             checkpoint.CheckpointError) as err:
         print(f"poca {args.command}: error: {err}", file=sys.stderr)
