@@ -25,6 +25,27 @@ def pytest_addoption(parser):
                          f"{STRICT_FACTOR:g}x benchmarks/baseline.json")
     group.addoption("--break", dest="break_name", choices=sorted(BREAKS),
                     help="apply one deliberate break of MA-POCA (benchmarks/breaks.py)")
+    group.addoption("--third-party", action="store_true",
+                    help="also run the third-party group (PettingZoo tasks, minutes per case; "
+                         "or select it alone with -m third_party)")
+    group.addoption("--third-party-seeds", type=int, default=3,
+                    help="seeds per third-party case (default 3)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The third-party group is deselected unless asked for (--third-party, or -m naming it)."""
+    if config.getoption("--third-party") or "third_party" in (config.getoption("markexpr")
+                                                               or ""):
+        return
+    skipped = [item for item in items if item.get_closest_marker("third_party")]
+    if skipped:
+        config.hook.pytest_deselected(items=skipped)
+        items[:] = [item for item in items if not item.get_closest_marker("third_party")]
+
+
+@pytest.fixture(scope="session")
+def third_party_seeds(request) -> int:
+    return request.config.getoption("--third-party-seeds")
 
 
 def pytest_generate_tests(metafunc):
@@ -86,6 +107,17 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, config):
+    folder = Path(config.getoption("--bench-report")) / "third-party"
+    started = getattr(config, "_bench_started", 0)
+    third = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] \
+        if folder.is_dir() else []
+    third = [r for r in third if r["finished_at"] >= started]
+    if third:
+        from benchmarks.third_party import table
+
+        terminalreporter.write_line("")
+        for line in table(third).splitlines():
+            terminalreporter.write_line(line)
     records = _records(config)
     if not records:
         return

@@ -90,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--render", choices=["human"], help="show a window")
     pl.add_argument("--record", type=Path, help="write a .gif (needs Pillow) or .mp4 (imageio)")
     pl.add_argument("--seed", type=int, default=0)
+    from poca import compare  # poca compare: the paper's critic comparison (poca/compare.py)
+
+    compare.add_parser(sub)
     return parser
 
 
@@ -229,7 +232,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.append(os.getcwd())  # like `python -m`, for module:factory IDs (not first)
     args = _parser().parse_args(argv)
     try:
-        return {"train": _train, "eval": _eval, "play": _play}[args.command](args)
+        from poca.compare import run as _compare
+
+        return {"train": _train, "eval": _eval, "play": _play,
+                "compare": _compare}[args.command](args)
     except (ValueError, TypeError, OSError, ImportError, NotImplementedError,
             checkpoint.CheckpointError) as err:
         if not _ours(err):

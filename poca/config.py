@@ -26,6 +26,18 @@ MLAGENTS_SECTIONS = {
     "environment_parameters": "use --env-kwargs",
 }
 SEED_RANGE = (0, 2**32 - 1)
+# The `critic` key: MA-POCA and the two ablations of its paper (Cohen et al., arXiv 2111.05992,
+# §6), each an option of one trainer; the sentence says what it removes from MA-POCA.
+CRITICS = {
+    "attention": "MA-POCA: attention over the agents still present, counterfactual baselines "
+                 "b_i, posthumous bootstrap (removes nothing).",
+    "absorbing": "COMA-style: removes the attention, the critic reads all slots in a fixed order "
+                 "and an agent that left stays there as an absorbing input (zeros plus an absent "
+                 "flag) until the group ends.",
+    "independent": "the paper's PPO: removes the centralized critic, baseline and posthumous "
+                   "credit, each agent is valued on its own observation, advantage = return - "
+                   "own value, and an agent that left bootstraps from 0.",
+}
 PRESETS = Path(__file__).parent / "configs"
 
 
@@ -79,6 +91,7 @@ class POCAConfig:
     ML-Agents' POCA load unchanged."""
 
     trainer_type: str = "poca"
+    critic: str = "attention"  # one of CRITICS
     hyperparameters: Hyperparameters = field(default_factory=Hyperparameters)
     network_settings: NetworkSettings = field(default_factory=NetworkSettings)
     reward_signals: RewardSignals = field(default_factory=RewardSignals)
@@ -230,6 +243,10 @@ class POCAConfig:
             if getattr(hp, name) not in SCHEDULES:
                 raise ValueError(f"hyperparameters.{name} must be one of {list(SCHEDULES)}, "
                                  f"got {getattr(hp, name)!r}")
+        if self.critic not in CRITICS:
+            raise ValueError(f"critic must be one of {list(CRITICS)}, got {self.critic!r}")
+        if self.critic == "independent" and net.memory is not None:
+            raise ValueError("critic: independent does not support network_settings.memory")
         if self.trainer_type != "poca":
             raise ValueError(f"trainer_type must be 'poca', got {self.trainer_type!r}")
         if net.memory is not None and (net.memory.memory_size <= 0 or net.memory.memory_size % 2

@@ -164,19 +164,31 @@ class Critic(nn.Module):
     agent i's baseline embeds i from its observation and every other agent j from (o_j, a_j),
     so it scores the group's state as it is except for i's own action. With memory, each of the
     1 + A streams (V, then each b_i) carries its own LSTM state.
+
+    `kind` (config key `critic`, see `poca.config.CRITICS`) selects the paper's ablations:
+    "absorbing" replaces the attention by a linear layer over all A slots in a fixed order, an
+    agent that is not alive shown as the absorbing input (zeros plus an absent flag);
+    "independent" values each agent from its own observation alone, V_i [*, A], which is then
+    also its baseline (advantage = return - V_i), and gives 0 for agents not alive.
     """
 
-    def __init__(self, spec: GroupSpec, net: NetworkSettings):
+    def __init__(self, spec: GroupSpec, net: NetworkSettings, kind: str = "attention"):
         super().__init__()
         C, branches = spec.action_sizes
-        self.branches = branches
+        self.branches, self.kind = branches, kind
         self.num_agents = spec.num_agents
         hidden = net.hidden_units
         self.encoder = ObservationEncoder(spec.obs, hidden, net.normalize, net.vis_encode_type)
         enc = self.encoder.size
         self.obs_embed = entity_embedding(enc, hidden)
         self.obs_act_embed = entity_embedding(enc + C + sum(branches), hidden)
-        self.attention = ResidualSelfAttention(hidden)
+        if kind == "attention":
+            self.attention = ResidualSelfAttention(hidden)
+        elif kind == "absorbing":  # all slots side by side, each with its absent flag
+            self.slots = nn.Linear(spec.num_agents * (hidden + 1), hidden)
+        elif kind != "independent":
+            raise ValueError(f"critic must be one of 'attention', 'absorbing', 'independent', "
+                             f"got {kind!r}")
         self.body = mlp(hidden, hidden, net.num_layers)
         self.memory = Memory(hidden, net.memory.memory_size) if net.memory else None
         out = net.memory.memory_size // 2 if net.memory else hidden
@@ -201,10 +213,38 @@ class Critic(nn.Module):
               starts: Tensor | None = None):
         """obs [*, A, ...], alive [*, A] -> (V [*], (memory before, after each step)).
         With memory: time-major, memory [*batch, m] of the V stream; without, (None, None)."""
-        x = self.obs_embed(self.encoder(obs))
+        if self.kind == "independent":
+            return self._independent(self.encoder(obs), alive, memory, starts)
+        enc = self.encoder(obs)
+        if self.kind == "absorbing":
+            enc = enc * alive.unsqueeze(-1).to(enc.dtype)
+        x = self.obs_embed(enc)
         lead = alive.shape[:-1]
-        pooled = self.attention(x.reshape(-1, *x.shape[-2:]), alive.reshape(-1, alive.shape[-1]))
-        return self._head(pooled.reshape(*lead, -1), alive.sum(-1), memory, starts)
+        pooled = self._pool(x.reshape(-1, *x.shape[-2:]), alive.reshape(-1, alive.shape[-1]))
+        return self._head(pooled.reshape(*lead, -1), self._count(alive), memory, starts)
+
+    def _pool(self, x: Tensor, present: Tensor) -> Tensor:
+        """x [B, A, h], present [B, A] -> [B, h]: attention over the present agents, or (absorbing)
+        every slot in order, absent ones as (their zero input's embedding, flag 1)."""
+        if self.kind == "attention":
+            return self.attention(x, present)
+        absent = (~present).unsqueeze(-1).to(x.dtype)
+        return self.slots(torch.cat([x, absent], -1).flatten(-2))
+
+    def _count(self, present: Tensor) -> Tensor:
+        """The agent count the head sees: the present agents, or every slot (absorbing: agents
+        that left stay registered until the group ends)."""
+        if self.kind == "absorbing":
+            return torch.full(present.shape[:-1], present.shape[-1], device=present.device)
+        return present.sum(-1)
+
+    def _independent(self, enc: Tensor, alive: Tensor, memory, starts):
+        """enc [*, A, e] -> (V_i [*, A] from agent i's own observation, 0 where not alive)."""
+        if memory is not None:
+            raise ValueError("critic: independent does not support network_settings.memory")
+        value, states = self._head(self.obs_embed(enc), torch.ones_like(alive, dtype=torch.long),
+                                   None, None)
+        return value * alive.to(value.dtype), states
 
     def forward(self, obs: list[Tensor], cont: Tensor | None, disc: Tensor | None,
                 alive: Tensor, memory: Tensor | None = None, starts: Tensor | None = None):
@@ -216,19 +256,25 @@ class Critic(nn.Module):
         [L, *batch, 1 + A].
         """
         enc = self.encoder(obs)
+        if self.kind == "independent":  # V_i is agent i's baseline too: PPO's loss, no b_i
+            value, states = self._independent(enc, alive, memory, starts)
+            return value, value.detach(), states
         lead, A = alive.shape[:-1], alive.shape[-1]
         enc = enc.reshape(-1, A, enc.shape[-1])
         alive = alive.reshape(-1, A)
         acts = [] if cont is None else [cont.reshape(-1, A, cont.shape[-1])]
         acts += [F.one_hot(disc[..., b].reshape(-1, A), n).to(enc.dtype)
                  for b, n in enumerate(self.branches)]
+        if self.kind == "absorbing":  # the absorbing input: zero observation and action
+            keep = alive.unsqueeze(-1).to(enc.dtype)
+            enc, acts = enc * keep, [a * keep for a in acts]
         own = self.obs_embed(enc)  # [P, A, h]: each agent from its observation
         other = self.obs_act_embed(torch.cat([enc] + acts, -1))  # with its action
         eye = torch.eye(A, dtype=torch.bool, device=enc.device)  # [i, j]
         sets = torch.cat([own[:, None], torch.where(eye[None, :, :, None], own[:, None],
                                                     other[:, None])], 1)  # [P, 1 + A, A, h]
         present = torch.cat([alive[:, None], alive[:, None, :] | eye], 1)  # i counts for b_i
-        pooled = self.attention(sets.flatten(0, 1), present.flatten(0, 1))
+        pooled = self._pool(sets.flatten(0, 1), present.flatten(0, 1))
         out, states = self._head(pooled.reshape(*lead, 1 + A, -1),
-                                 present.sum(-1).reshape(*lead, 1 + A), memory, starts)
+                                 self._count(present).reshape(*lead, 1 + A), memory, starts)
         return out[..., 0], out[..., 1:], states

@@ -51,10 +51,12 @@ def next_values(value: Tensor, bootstrap: Tensor, final_value: Tensor, group_don
     """[T, E]: the group value each step bootstraps from.
 
     value [T, E] = V(s_t); bootstrap [E] = V(s_T) after the last step; final_value [n] = V of the
-    truncated groups' final observations, in (t, e) order of `group_truncated`.
+    truncated groups' final observations, in (t, e) order of `group_truncated`. Per-agent values
+    (the independent critic: [T, E, A], [E, A], [n, A]) give [T, E, A].
     """
     nxt = torch.cat([value[1:], bootstrap[None]], 0)
-    nxt = torch.where(group_done, torch.zeros_like(nxt), nxt)
+    done = group_done.reshape(group_done.shape + (1,) * (nxt.dim() - group_done.dim()))
+    nxt = torch.where(done, torch.zeros_like(nxt), nxt)
     nxt[group_truncated] = final_value
     return nxt
 

@@ -69,6 +69,11 @@ VALUE_COEF = 0.5
 BASELINE_COEF = 0.5
 
 
+def _per_agent(value: Tensor, like: Tensor) -> Tensor:
+    """The group value V [*] broadcast to every agent [*, A]; per-agent values as they are."""
+    return value if value.dim() == like.dim() else value[..., None].expand_as(like)
+
+
 class Trainer:
     def __init__(self, env: GroupEnv, config: POCAConfig, run_dir: str | Path | None = None,
                  env_id: str = "", env_kwargs: dict | None = None, progress: bool = True):
@@ -80,7 +85,7 @@ class Trainer:
         self.device = torch.device(config.device)
         net = config.network_settings
         self.actor = Actor(self.spec, net).to(self.device)
-        self.critic = Critic(self.spec, net).to(self.device)
+        self.critic = Critic(self.spec, net, config.critic).to(self.device)
         self.params = list(self.actor.parameters()) + list(self.critic.parameters())
         self.optimizer = _adam(self.params, config.hyperparameters.learning_rate)
         self.generator = torch.Generator(self.device).manual_seed(config.seed)
@@ -183,7 +188,7 @@ class Trainer:
         bootstrap = self.critic.value([o[None] for o in ro.next_obs], ro.next_alive[None],
                                       None if last is None else last[:, 0],
                                       ro.next_group_start[None])[0][0]
-        final_value = value.new_zeros(0)
+        final_value = value.new_zeros((0, *value.shape[2:]))  # [n] or, per agent, [n, A]
         if ro.final_obs:  # time-limit endings: V of the final view, from the memory that the
             # truncated step left behind (not the one zeroed for the next episode)
             n = len(ro.final_alive)
@@ -206,10 +211,11 @@ class Trainer:
         # 2. The critic's estimates, per-agent lambda-returns and counterfactual advantages.
         value, baseline, next_value, critic_memory, stream_starts = self._estimates(ro)
         reward = ro.team_reward * cfg.reward_signals.extrinsic.strength
-        returns = lambda_returns(reward, value,
-                                 posthumous_bootstrap(next_value, ro.alive, ro.group_done),
-                                 ro.alive, ro.group_done, cfg.reward_signals.extrinsic.gamma,
-                                 hp.lambd, cfg.time_horizon)
+        per_agent = next_value.dim() == ro.alive.dim()  # critic: independent, V_i [T, E, A]
+        bootstrap = next_value if per_agent else posthumous_bootstrap(  # V_i is 0 once i left
+            next_value, ro.alive, ro.group_done)
+        returns = lambda_returns(reward, value, bootstrap, ro.alive, ro.group_done,
+                                 cfg.reward_signals.extrinsic.gamma, hp.lambd, cfg.time_horizon)
         advantage = normalized(returns - baseline, ro.alive)
 
         # 3. Minibatch units: sequences of `length` steps of one env (single steps without
@@ -253,9 +259,8 @@ class Trainer:
                                                alive, epsilon),
                     # V is the group's estimate, regressed on each agent's return
                     "value_loss": clipped_value_loss(
-                        new_value[..., None].expand_as(returns_mb),
-                        mb["old_value"][..., None].expand_as(returns_mb), returns_mb, alive,
-                        epsilon),
+                        _per_agent(new_value, returns_mb), _per_agent(mb["old_value"], returns_mb),
+                        returns_mb, alive, epsilon),
                     "baseline_loss": clipped_value_loss(new_baseline, mb["old_baseline"],
                                                         returns_mb, alive, epsilon),
                     "entropy": masked_mean(dist.entropy(), alive),
@@ -279,10 +284,10 @@ class Trainer:
         n = hp.num_epoch * n_batches
         return {**{name: float(total) / n for name, total in sums.items()},
                 "explained_variance_value": explained_variance(
-                    value[..., None].expand_as(returns), returns, ro.alive),
+                    _per_agent(value, returns), returns, ro.alive),
                 "explained_variance_baseline": explained_variance(baseline, returns, ro.alive),
                 "learning_rate": lr, "epsilon": epsilon, "beta": beta,
-                "value_estimate": float(value[ro.alive.any(-1)].mean())}
+                "value_estimate": float(value[ro.alive if per_agent else ro.alive.any(-1)].mean())}
 
     def _diverged_message(self, what: str) -> str:
         last = self.last_checkpoint or "none written yet"

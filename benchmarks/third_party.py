@@ -1,0 +1,189 @@
+"""Third-party cooperative PettingZoo tasks (written and maintained elsewhere), trained through
+`poca.trainer` and `poca.adapters` exactly as a user would bring them.
+
+Each task is measured three ways on the same seeds at the same agent-step budget: a uniformly
+random policy, the `critic: independent` ablation (the MA-POCA paper's PPO: per-agent critic on
+its own observation, no attention, no counterfactual baseline, no posthumous credit) and MA-POCA
+(`critic: attention`). Every final policy is judged on `eval_episodes` fresh episodes (env seeds
+disjoint from training) by its team return, the sum of every agent's rewards.
+
+    pytest benchmarks --third-party                 # the group (deselected by default)
+    python -m benchmarks.third_party [--cases ...]  # the same measurements, printed as a table
+
+Settings are one general recipe for all tasks and all methods (no per-method tuning): small
+networks, frequent updates, gamma 0.95 (these tasks reward within a few dozen steps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from poca.adapters import make_env
+from poca.config import POCAConfig
+from poca.evaluate import evaluate
+from poca.networks import Actor
+from poca.trainer import Trainer
+
+EVAL_SEED = 1_000_003  # + the training seed: evaluation episodes never seen in training
+METHODS = ("random", "independent", "attention")
+
+RECIPE = {  # every task, every method
+    "hyperparameters.batch_size": 1024, "hyperparameters.buffer_size": 4096,
+    "hyperparameters.learning_rate": 1e-3, "hyperparameters.learning_rate_schedule": "constant",
+    "hyperparameters.beta": 1e-2, "hyperparameters.beta_schedule": "linear",
+    "hyperparameters.epsilon": 0.2, "hyperparameters.epsilon_schedule": "linear",
+    "hyperparameters.lambd": 0.95, "hyperparameters.num_epoch": 3,
+    "network_settings.hidden_units": 64, "network_settings.num_layers": 2,
+    "network_settings.normalize": True, "reward_signals.extrinsic.gamma": 0.95,
+    "time_horizon": 64, "num_envs": 16, "summary_freq": 20_000,
+}
+
+
+@dataclass(frozen=True)
+class ThirdPartyCase:
+    id: str
+    env_id: str  # "module:factory" of a PettingZoo ParallelEnv
+    env_kwargs: dict = field(default_factory=dict)
+    budget: int = 100_000  # agent-steps, the same for every method
+    eval_episodes: int = 100
+    overrides: dict = field(default_factory=dict)  # on top of RECIPE, for every method
+    known_failure: str | None = None  # measured reason POCA does not clearly beat independent
+
+    @property
+    def module(self) -> str:
+        return self.env_id.partition(":")[0]
+
+
+CASES = [
+    # 3 agents cover 3 landmarks; shared reward (local_ratio 0.5) minus collisions; 25 steps.
+    ThirdPartyCase("mpe2-simple-spread", "mpe2.simple_spread_v3:parallel_env",
+                   {"continuous_actions": False, "max_cycles": 25}, budget=300_000,
+                   known_failure=("measured 3 seeds: "
+                                  "POCA -60.99 vs independent -60.03 (random -81.75)")),
+    # 2 agents, each must tell the other (communication channel) which landmark to go to.
+    ThirdPartyCase("mpe2-simple-reference", "mpe2.simple_reference_v3:parallel_env",
+                   {"continuous_actions": False, "max_cycles": 25}, budget=300_000,
+                   known_failure=("measured 3 seeds: "
+                                  "POCA -36.48 vs independent -35.60 (random -55.66)")),
+    # 4 pursuers on an 8x8 grid catch 6 evaders (an evader is caught when 2 surround it).
+    ThirdPartyCase("sisl-pursuit", "pettingzoo.sisl.pursuit_v5:parallel_env",
+                   {"max_cycles": 50, "x_size": 8, "y_size": 8, "n_pursuers": 4,
+                    "n_evaders": 6, "obs_range": 5}, budget=200_000,
+                   known_failure=("measured 3 seeds: "
+                                  "POCA +3.84 vs independent +4.42 (random -17.08)")),
+]
+BY_ID = {c.id: c for c in CASES}
+
+
+def config_for(case: ThirdPartyCase, critic: str, seed: int) -> POCAConfig:
+    return POCAConfig().override({**RECIPE, **case.overrides, "critic": critic,
+                                  "max_steps": case.budget, "seed": seed})
+
+
+def random_actor(env) -> Actor:
+    """The shared actor with zeroed output heads: uniform over every discrete branch, N(0, 1)
+    for continuous actions (clipped to the bounds): a random policy run by the same code."""
+    actor = Actor(env.spec, config_for(CASES[0], "attention", 0).network_settings)
+    with torch.no_grad():
+        for head in (actor.mu, actor.logits):
+            if head is not None:
+                head.weight.zero_()
+                head.bias.zero_()
+    return actor.eval()
+
+
+def measure(case: ThirdPartyCase, method: str, seed: int) -> dict:
+    """Train `method` (a critic, or "random": no training) for the case's budget on `seed`;
+    evaluate the final policy's team return on fresh episodes. -> the record."""
+    start = time.perf_counter()
+    agent_steps, training_return = 0, None
+    if method == "random":
+        actor = random_actor(make_env(case.env_id, 1, case.env_kwargs))
+    else:
+        config = config_for(case, method, seed)
+        env = make_env(case.env_id, config.num_envs, case.env_kwargs)
+        trainer = Trainer(env, config, env_id=case.env_id, env_kwargs=case.env_kwargs,
+                          progress=False)
+        result = trainer.run()
+        actor, agent_steps = trainer.actor, result.agent_steps
+        training_return = result.mean_team_return()
+        env.close()
+    train_wall = time.perf_counter() - start
+    eval_env = make_env(case.env_id, case.eval_episodes, case.env_kwargs)
+    returns = evaluate(actor, eval_env, seed=EVAL_SEED + seed, team=True)
+    eval_env.close()
+    return {"case": case.id, "env_id": case.env_id, "env_kwargs": case.env_kwargs,
+            "method": method, "seed": seed, "budget": case.budget, "agent_steps": agent_steps,
+            "final_team_return": float(returns.mean()),
+            "final_team_return_std": float(returns.std()), "eval_episodes": len(returns),
+            "training_team_return_last20": training_return, "train_wall_s": train_wall,
+            "wall_s": time.perf_counter() - start, "finished_at": time.time()}
+
+
+def clearly_above(better: list[float], other: list[float]) -> bool:
+    """Mean over seeds ahead by more than the larger spread (population std) of the two."""
+    gap = statistics.mean(better) - statistics.mean(other)
+    return gap > max(statistics.pstdev(better), statistics.pstdev(other), 1e-9)
+
+
+def table(records: list[dict]) -> str:
+    """Markdown: per case and method, the final team return per seed, its mean, wall time."""
+    by: dict[str, dict[str, list[dict]]] = {}
+    for r in records:
+        by.setdefault(r["case"], {}).setdefault(r["method"], []).append(r)
+    lines = ["| task | budget (agent-steps) | method | final team return per seed | mean "
+             "| train wall s per seed |", "|---|---|---|---|---|---|"]
+    for case, methods in by.items():
+        for method in METHODS:
+            rs = sorted(methods.get(method, []), key=lambda r: r["seed"])
+            if not rs:
+                continue
+            finals = [r["final_team_return"] for r in rs]
+            walls = " / ".join(f"{r['train_wall_s']:.0f}" for r in rs)
+            lines.append(f"| {case} | {rs[0]['budget']:,} | {method} | "
+                         + " / ".join(f"{f:+.2f}" for f in finals)
+                         + f" | {statistics.mean(finals):+.2f} | {walls} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.third_party",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default=",".join(BY_ID), help="comma-separated case ids")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--budget", type=int, help="agent-steps for every case (default: each "
+                                                   "case's own)")
+    parser.add_argument("--report", type=Path, default=Path("bench-results/third-party"))
+    args = parser.parse_args(argv)
+    args.report.mkdir(parents=True, exist_ok=True)
+    records = []
+    for case_id in args.cases.split(","):
+        case = BY_ID[case_id]
+        if args.budget:
+            case = dataclasses.replace(case, budget=args.budget)
+        for seed in range(args.seeds):
+            for method in args.methods.split(","):
+                record = measure(case, method, seed)
+                records.append(record)
+                (args.report / f"{case.id}-{method}-seed{seed}.json").write_text(
+                    json.dumps(record, indent=1))
+                print(f"{case.id} {method} seed {seed}: {record['final_team_return']:+.2f} "
+                      f"({record['train_wall_s']:.0f} s)", flush=True)
+    print(table(records))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
+

@@ -1,0 +1,160 @@
+"""`poca compare TASK --critics attention,absorbing,independent --seeds 3 --max-steps N`: the
+MA-POCA paper's comparison (Cohen et al., arXiv 2111.05992, §6) on any task.
+
+Every critic is trained on the same seeds with the same config and budget; each final policy is
+evaluated on fresh episodes (env seeds disjoint from training). Writes one JSON per run
+(`<critic>-seed<s>.json`: training curve, final return, wall time), a PNG of the curves (mean and
+min-max over seeds; matplotlib, `pip install "groupenvs[plot]"`), and prints a table. Runs go
+one after another, or in `--workers` processes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+
+from poca.config import CRITICS, POCAConfig
+
+EVAL_SEED = 1_000_003  # + the training seed: evaluation episodes never seen in training
+
+
+def add_parser(sub) -> None:
+    from poca.cli import _assignment, _json_dict
+
+    p = sub.add_parser("compare", help="train several critics on the same seeds and compare")
+    p.add_argument("env_id", help="as for train")
+    p.add_argument("--critics", default=",".join(CRITICS),
+                   help=f"comma-separated, from {', '.join(CRITICS)}")
+    p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    p.add_argument("--max-steps", type=int, help="agent-steps per run")
+    p.add_argument("--config", help="YAML file or bundled preset, shared by every critic")
+    p.add_argument("--env-kwargs", type=_json_dict, default={}, help="task arguments (JSON)")
+    p.add_argument("--set", type=_assignment, action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--eval-episodes", type=int, default=100)
+    p.add_argument("--threshold", type=float, help="report agent-steps until the mean of the "
+                   "last 20 training episodes reaches it")
+    p.add_argument("--workers", type=int, default=1, help="processes (default: one after "
+                   "another)")
+    p.add_argument("--max-agents", type=int, help="as for train")
+    p.add_argument("--out", type=Path, help="default: runs/compare/<env>/<time>")
+
+
+def run(args) -> int:
+    critics = [c for c in args.critics.split(",") if c]
+    unknown = [c for c in critics if c not in CRITICS]
+    if unknown or not critics:
+        raise ValueError(f"--critics: unknown {unknown}; choose from {list(CRITICS)}")
+    if args.seeds < 1 or args.workers < 1:
+        raise ValueError("--seeds and --workers must be >= 1")
+    base = POCAConfig.load(args.config) if args.config else POCAConfig()
+    base = base.override({**dict(args.set), **({"max_steps": args.max_steps}
+                                               if args.max_steps else {})})
+    out = args.out or Path("runs") / "compare" / args.env_id.replace("/", "_").replace(
+        ":", "_") / time.strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = [(args.env_id, base.override({"critic": c, "seed": s}).to_dict(), args.env_kwargs,
+             args.max_agents, args.eval_episodes, str(out / f"{c}-seed{s}"))
+            for c in critics for s in range(args.seeds)]
+    print(f"comparing {', '.join(critics)} on {args.env_id}: {args.seeds} seeds x "
+          f"{base.max_steps:,} agent-steps -> {out}", flush=True)
+    if args.workers > 1:
+        with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
+            records = list(pool.map(_one_run, *zip(*jobs, strict=True)))
+    else:
+        records = [_one_run(*job) for job in jobs]
+    for r in records:
+        r["steps_to_threshold"] = _steps_to(r["curve"], args.threshold)
+        (out / f"{r['critic']}-seed{r['seed']}.json").write_text(json.dumps(r, indent=1))
+    print(table(records, args.threshold))
+    plot = _plot(records, out / "curves.png")
+    print(f"runs and records in {out}" + (f"; curves: {plot}" if plot else
+                                           " (no matplotlib: no plot)"))
+    return 0
+
+
+def _one_run(env_id, config: dict, env_kwargs, max_agents, eval_episodes, run_dir) -> dict:
+    from poca.adapters import make_env
+    from poca.evaluate import evaluate, load_actor
+    from poca.trainer import train
+
+    config = POCAConfig.from_dict(config)
+    result = train(env_id, config, env_kwargs, run_dir, progress=False, max_agents=max_agents)
+    env = make_env(env_id, eval_episodes, env_kwargs, max_agents)
+    team = not result.pays_group_reward  # the headline score of the env
+    returns = evaluate(load_actor(result.checkpoint, env), env, EVAL_SEED + config.seed,
+                       team=team)
+    scores = result.episode_log if not team else [
+        (steps, t) for (steps, _), t in zip(result.episode_log, result.team_log, strict=True)]
+    return {"env_id": env_id, "critic": config.critic, "seed": config.seed,
+            "score": "team return" if team else "group return",
+            "agent_steps": result.agent_steps, "wall_s": result.wall_seconds,
+            "final_return": float(returns.mean()), "final_return_std": float(returns.std()),
+            "eval_episodes": len(returns), "curve": scores, "config": config.to_dict(),
+            "run_dir": run_dir}
+
+
+def _steps_to(curve, threshold: float | None, last: int = 20):
+    if threshold is None or len(curve) < last:
+        return None
+    window = np.convolve([r for _, r in curve], np.ones(last) / last, "valid")
+    hits = np.flatnonzero(window >= threshold - 1e-9)
+    return int(curve[hits[0] + last - 1][0]) if len(hits) else None
+
+
+def table(records: list[dict], threshold: float | None = None) -> str:
+    """Markdown: per critic, final (evaluated) return per seed and mean, steps to threshold."""
+    lines = [f"| critic | final {records[0]['score']} per seed | mean | steps to threshold "
+             f"({threshold if threshold is not None else 'none given'}) | wall s |",
+             "|---|---|---|---|---|"]
+    for critic in dict.fromkeys(r["critic"] for r in records):
+        rs = sorted((r for r in records if r["critic"] == critic), key=lambda r: r["seed"])
+        finals = [r["final_return"] for r in rs]
+        steps = " / ".join("-" if r["steps_to_threshold"] is None else
+                           f"{r['steps_to_threshold']:,}" for r in rs)
+        lines.append(f"| {critic} | " + " / ".join(f"{f:+.3f}" for f in finals)
+                     + f" | {np.mean(finals):+.3f} | {steps} | "
+                     f"{sum(r['wall_s'] for r in rs):.0f} |")
+    return "\n".join(lines)
+
+
+def _plot(records: list[dict], path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    top = max(r["agent_steps"] for r in records)
+    grid = np.linspace(0, top, 50)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for critic in dict.fromkeys(r["critic"] for r in records):
+        curves = np.array([_smoothed(r["curve"], grid) for r in records
+                           if r["critic"] == critic])
+        with warnings.catch_warnings():  # grid points before any episode ended: NaN, not drawn
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean, low, high = (f(curves, 0) for f in (np.nanmean, np.nanmin, np.nanmax))
+        line, = ax.plot(grid, mean, label=f"{critic} ({len(curves)} seeds)")
+        ax.fill_between(grid, low, high, alpha=0.2, color=line.get_color())
+    ax.set(xlabel="agent-steps", ylabel=f"{records[0]['score']} (last 20 episodes)",
+           title=records[0]["env_id"])
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _smoothed(curve, grid, last: int = 20) -> np.ndarray:
+    """The mean of the last `last` episodes that ended by each grid point (NaN before any)."""
+    steps = np.array([s for s, _ in curve], dtype=float)
+    returns = np.array([r for _, r in curve], dtype=float)
+    ends = np.searchsorted(steps, grid, side="right")
+    return np.array([returns[max(0, n - last):n].mean() if n else math.nan for n in ends])

@@ -1,0 +1,150 @@
+"""The `critic` config key: MA-POCA's attention critic and the paper's two ablations (absorbing
+fixed slots, independent per-agent values), all through one trainer."""
+
+import math
+
+import pytest
+import torch
+
+from envs.core import GroupSpec, ObsSpec
+from poca.adapters import make_env
+from poca.config import CRITICS, NetworkSettings, POCAConfig
+from poca.networks import Critic
+from poca.trainer import Trainer, train
+
+
+def spec(A=3, d=4):
+    return GroupSpec(num_agents=A, obs=(ObsSpec("vector", "vector", (d,)),), continuous_size=1,
+                     discrete_branches=(2, 3), max_steps=10)
+
+
+def batch(s, N=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    A = s.num_agents
+    obs = [torch.randn(N, A, *s.obs[0].shape, generator=g)]
+    cont = torch.randn(N, A, s.continuous_size, generator=g)
+    disc = torch.stack([torch.randint(0, n, (N, A), generator=g) for n in s.discrete_branches],
+                       -1)
+    alive = torch.ones(N, A, dtype=torch.bool)
+    alive[::2, 2] = False
+    return obs, cont, disc, alive
+
+
+def small(critic, **more):
+    return POCAConfig.load("goal").override({"critic": critic, "max_steps": 6000, **more})
+
+
+@pytest.mark.parametrize("critic", list(CRITICS))
+def test_each_critic_trains_goal(critic):
+    result = train("groupenvs/Goal-v0", small(critic))
+    assert result.agent_steps >= 6000 and result.episodes > 0
+    assert math.isfinite(result.mean_return())
+
+
+@pytest.mark.parametrize("critic", list(CRITICS))
+def test_each_critic_trains_a_parallel_env_with_3_agents(critic):
+    result = train("groupenvs/Goal-v0", small(critic, num_envs=8),
+                   env_kwargs={"num_agents": 3, "action_sizes": (1, 1)})
+    assert result.episodes > 0 and math.isfinite(result.mean_team_return())
+
+
+def test_independent_value_of_agent_i_ignores_agent_j():
+    s = spec()
+    torch.manual_seed(0)
+    critic = Critic(s, NetworkSettings(hidden_units=16), "independent")
+    torch.nn.init.normal_(critic.head.weight)  # the head starts at 0
+    obs, cont, disc, alive = batch(s)
+    v, b, _ = critic(obs, cont, disc, alive)
+    assert v.shape == b.shape == alive.shape
+    assert torch.equal(b, v)  # its own value is its baseline
+    obs2 = [obs[0].clone()]
+    obs2[0][:, 1] = torch.randn_like(obs2[0][:, 1]) * 10  # agent 1 sees something else
+    cont2, disc2 = torch.randn_like(cont), torch.zeros_like(disc)  # and everyone acts otherwise
+    v2, b2, _ = critic(obs2, cont2, disc2, alive)
+    others = [0, 2]
+    assert torch.equal(v2[:, others], v[:, others])
+    assert torch.equal(b2[:, others], b[:, others])
+    assert not torch.allclose(v2[:, 1], v[:, 1])  # its own observation does matter
+    assert torch.equal(critic.value(obs2, alive)[0], v2)  # the value-only path agrees
+    assert (v[~alive] == 0).all()  # an agent that is not alive is worth 0 (bootstraps from 0)
+    # Contrast: MA-POCA's critic does look at the others.
+    attention = Critic(s, NetworkSettings(hidden_units=16), "attention")
+    torch.nn.init.normal_(attention.head.weight)  # the head starts at 0
+    assert not torch.allclose(attention(obs2, cont, disc, alive)[1][:, 0],
+                              attention(obs, cont, disc, alive)[1][:, 0])
+
+
+def test_absorbing_keeps_fixed_slots_and_a_fixed_absorbing_input():
+    s = spec()
+    torch.manual_seed(0)
+    critic = Critic(s, NetworkSettings(hidden_units=16), "absorbing")
+    torch.nn.init.normal_(critic.head.weight)  # the head starts at 0
+    assert not hasattr(critic, "attention")
+    assert critic.slots.in_features == s.num_agents * (16 + 1)  # A slots in a fixed order
+    obs, cont, disc, alive = batch(s)
+    v, b, _ = critic(obs, cont, disc, alive)
+    assert v.shape == (6,) and b.shape == (6, 3)
+    assert torch.allclose(critic.value(obs, alive)[0], v, atol=1e-6)
+    # An agent that left is the same absorbing input whatever its slot still holds.
+    dead = ~alive
+    obs2 = [torch.where(dead[..., None], torch.randn_like(obs[0]) * 100, obs[0])]
+    cont2 = torch.where(dead[..., None], torch.randn_like(cont), cont)
+    v2, b2, _ = critic(obs2, cont2, disc, alive)
+    assert torch.equal(v2, v) and torch.equal(b2[alive], b[alive])
+    # ... and it is still registered: being absent is not the same as being an all-zero agent
+    # (the flag), and the slot order matters (no pooling over a set).
+    zeroed = [torch.where(dead[..., None], 0.0, obs[0])]
+    assert not torch.allclose(critic.value(zeroed, torch.ones_like(alive))[0][::2], v[::2])
+    perm = [1, 0, 2]
+    assert not torch.allclose(critic.value([obs[0][:, perm]], alive[:, perm])[0], v)
+
+
+def test_independent_bootstraps_an_agent_that_left_from_zero():
+    config = POCAConfig.load("goal").override({"critic": "independent", "num_envs": 8})
+    env = make_env("Goal-v0", config.num_envs, {"num_agents": 3})
+    trainer = Trainer(env, config, progress=False)
+    torch.nn.init.normal_(trainer.critic.head.weight)  # the head starts at 0
+    ro = trainer.collect()
+    value, baseline, next_value, _, _ = trainer._estimates(ro)
+    assert value.shape == next_value.shape == ro.alive.shape
+    next_alive = torch.cat([ro.alive[1:], ro.next_alive[None]])
+    left = ro.alive & ~next_alive & ~ro.group_done[..., None]
+    assert left.any()  # Goal agents leave one by one
+    assert (next_value[left] == 0).all()
+    goes_on = ro.alive & next_alive & ~ro.group_done[..., None]
+    assert (next_value[goes_on] != 0).all()
+    trainer.update(ro)  # the whole update runs on per-agent values
+
+
+def test_attention_and_absorbing_keep_posthumous_credit():
+    for critic in ("attention", "absorbing"):
+        config = POCAConfig.load("goal").override({"critic": critic, "num_envs": 8})
+        trainer = Trainer(make_env("Goal-v0", 8, {"num_agents": 3}), config, progress=False)
+        ro = trainer.collect()
+        value, _, next_value, _, _ = trainer._estimates(ro)
+        assert value.shape == next_value.shape == ro.group_done.shape  # one group value
+
+
+def test_invalid_critic_is_refused_with_the_options():
+    with pytest.raises(ValueError, match=r"critic must be one of \['attention', 'absorbing', "
+                                         r"'independent'\], got 'coma'"):
+        POCAConfig().override({"critic": "coma"})
+    with pytest.raises(ValueError, match="critic must be one of"):
+        Critic(spec(), NetworkSettings(), "coma")
+    with pytest.raises(ValueError, match="independent does not support network_settings.memory"):
+        POCAConfig().override({"critic": "independent",
+                               "network_settings.memory": {"memory_size": 8,
+                                                           "sequence_length": 4}})
+
+
+def test_each_option_is_documented_in_one_sentence():
+    for name, doc in CRITICS.items():
+        assert doc.endswith(".") and doc.count(". ") == 0, name
+
+
+@pytest.mark.parametrize("critic", ["attention", "absorbing"])
+def test_recurrent_critic_options_train(critic):
+    memory = {"memory_size": 16, "sequence_length": 8}
+    result = train("groupenvs/GoalMemory-v0",
+                   small(critic, max_steps=3000, **{"network_settings.memory": memory}))
+    assert result.episodes > 0 and math.isfinite(result.mean_return())
