@@ -65,6 +65,8 @@ def _parser() -> argparse.ArgumentParser:
                        "other settings of the run")
     train.add_argument("--device", help="cpu, cuda or cuda:N")
     train.add_argument("--threads", type=int, help="torch CPU threads (default 1)")
+    train.add_argument("--env-workers", type=int, help="processes stepping a PettingZoo env's "
+                       "copies in parallel (default 0: in this process)")
     train.add_argument("--set", type=_assignment, action="append", default=[],
                        metavar="KEY=VALUE", help="any config key, e.g. network_settings."
                        "hidden_units=64 (repeatable)")
@@ -121,7 +123,8 @@ def _train(args) -> int:
 
     overrides = dict(args.set)
     for flag, key in (("num_envs", "num_envs"), ("max_steps", "max_steps"), ("seed", "seed"),
-                      ("device", "device"), ("threads", "threads")):
+                      ("device", "device"), ("threads", "threads"),
+                      ("env_workers", "num_env_workers")):
         if getattr(args, flag) is not None:
             overrides[key] = getattr(args, flag)
     state, resumed_from = None, 0

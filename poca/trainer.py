@@ -522,8 +522,12 @@ def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = No
         if not torch.cuda.is_available() or index >= torch.cuda.device_count():
             raise ValueError(f"device {config.device!r} is not available here (torch "
                              f"{torch.__version__}, {torch.cuda.device_count()} CUDA devices)")
-    env = make_env(env_id, config.num_envs, env_kwargs, max_agents)
-    trainer = Trainer(env, config, run_dir, name, env_kwargs, progress)
-    if state is not None:
-        trainer.load(latest, state)
-    return trainer.run(until)
+    env = make_env(env_id, config.num_envs, env_kwargs, max_agents,
+                   workers=config.num_env_workers)
+    try:  # closing stops env worker processes, also when the run fails
+        trainer = Trainer(env, config, run_dir, name, env_kwargs, progress)
+        if state is not None:
+            trainer.load(latest, state)
+        return trainer.run(until)
+    finally:
+        env.close()
