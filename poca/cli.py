@@ -15,8 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from poca import checkpoint
 from poca.config import POCAConfig
+
+# torch and the envs are imported by the commands that use them, so --help starts at once
 
 ENV_HELP = ("groupenvs/Goal-v0, Goal-v0, or module:factory: a PettingZoo ParallelEnv factory, "
             "or a GroupEnv factory taking num_envs. A module:factory ID imports that module "
@@ -97,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _play(args) -> int:
     from envs.core import check_int
+    from poca import checkpoint
     from poca.adapters import make_env
     from poca.evaluate import load_actor, play
 
@@ -119,6 +121,7 @@ def _play(args) -> int:
 
 
 def _train(args) -> int:
+    from poca import checkpoint
     from poca.trainer import TrainingDiverged, train
 
     overrides = dict(args.set)
@@ -184,6 +187,7 @@ def _new_run_dir(env_id: str) -> Path:
 
 def _eval(args) -> int:
     from envs.core import check_int
+    from poca import checkpoint
     from poca.adapters import make_env
     from poca.evaluate import evaluate, load_actor
 
@@ -233,15 +237,21 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return {"train": _train, "eval": _eval, "play": _play}[args.command](args)
-    except (ValueError, TypeError, OSError, ImportError, NotImplementedError,
-            checkpoint.CheckpointError) as err:
-        if not _ours(err):
+    except Exception as err:
+        if not isinstance(err, _handled()) or not _ours(err):
             raise
         print(f"poca {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"poca {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _handled() -> tuple[type, ...]:
+    """The errors that are one line: a CheckpointError only exists once checkpoints are read."""
+    loaded = sys.modules.get("poca.checkpoint")
+    return (ValueError, TypeError, OSError, ImportError, NotImplementedError) + (
+        (loaded.CheckpointError,) if loaded is not None else ())
 
 
 def _ours(err: BaseException) -> bool:
