@@ -4,11 +4,11 @@
 
 Measures, in one run: the native batched Goal core at several batch sizes, the visual (one
 20x20 image) and entity-list variants, the paper tasks (Dungeon Escape, Baton Pass, Push Block)
-at E=1024, the PettingZoo view (one group, pre-drawn actions, agents alive counted), and a bare numpy update of the same shape as Goal's
-step (the ceiling: read actions, move, clamp, detect finishers, write observations, with no
-episode logic). "native" rows step pre-drawn random actions and count every agent slot (env
-steps x A); "reference policy" rows step the task's scripted policy, its cost included, and
-count the agents alive. Prints medians.
+at E=1024, the PettingZoo view (one group, pre-drawn actions, agents alive counted), and a
+bare numpy update of the same shape as Goal's step (the ceiling: read actions, move, clamp,
+detect finishers, write observations, with no episode logic). "native" rows step pre-drawn
+random actions and count every agent slot (env steps x A); "reference policy" rows step the
+task's scripted policy, its cost included, and count the agents alive. Prints medians.
 """
 
 from __future__ import annotations
