@@ -4,11 +4,11 @@
 
 Measures, in one run: the native batched Goal core at several batch sizes, the visual (one
 20x20 image) and entity-list variants, the paper tasks (Dungeon Escape, Baton Pass, Push Block)
-at E=1024, the PettingZoo view (one group), and a bare numpy update of the same shape as Goal's
-step (the ceiling: read actions, move, clamp, detect finishers, write observations, with no
-episode logic). "native" rows step pre-drawn random actions and count every agent slot (env
-steps x A); "reference policy" rows step the task's scripted policy, its cost included, and
-count the agents alive. Prints medians.
+at E=1024, the PettingZoo view (one group, pre-drawn actions, agents alive counted), and a
+bare numpy update of the same shape as Goal's step (the ceiling: read actions, move, clamp,
+detect finishers, write observations, with no episode logic). "native" rows step pre-drawn
+random actions and count every agent slot (env steps x A); "reference policy" rows step the
+task's scripted policy, its cost included, and count the agents alive. Prints medians.
 """
 
 from __future__ import annotations
@@ -86,13 +86,16 @@ def pettingzoo_rate(task: str, seconds: float) -> float:
     env = GroupParallelEnv(task)
     env.reset(seed=0)
     rng = np.random.default_rng(0)
+    pool = [dict(zip(env.possible_agents, rng.integers(0, 2, len(env.possible_agents)).tolist(),
+                     strict=True)) for _ in range(8)]  # pre-drawn, as for the native rows
     count = [0]
 
     def step():
         if not env.agents:
             env.reset()
         n = len(env.agents)
-        env.step({a: int(rng.integers(2)) for a in env.agents})
+        actions = pool[count[0] % 8]
+        env.step({a: actions[a] for a in env.agents})
         count[0] += n
 
     start = time.perf_counter()

@@ -83,60 +83,71 @@ class GroupParallelEnv(ParallelEnv):
         """
         if self._last is None:
             raise RuntimeError("step() called before reset(): call reset() first")
-        unknown = sorted(k for k in actions if k not in self._slot)
-        if unknown:
+        slot = self._slot
+        if not actions.keys() <= slot.keys():
+            unknown = sorted(k for k in actions if k not in slot)
             raise ValueError(f"actions for unknown agents {unknown}; agents are "
                              f"{self.possible_agents}")
-        if not self.agents:
+        agents = self.agents
+        if not agents:
             return {}, {}, {}, {}, {}
-        alive = self.core.alive[0].copy()  # slots acting on this step
-        acting = [a for a in self.agents if alive[self._slot[a]]]
-        missing = [a for a in acting if a not in actions]
-        if missing:
-            raise ValueError(f"actions must cover every acting agent {acting}; missing {missing}")
-        slots = [self._slot[a] for a in acting]
-        step = self.core.step(agent_to_core(self.spec, slots, [actions[a] for a in acting]))
+        before = self.core.alive[0].tolist()  # slots acting on this step
+        acting = agents if self.death_mode == "remove" else [a for a in agents
+                                                              if before[slot[a]]]
+        try:
+            values = [actions[a] for a in acting]
+        except KeyError:
+            missing = [a for a in acting if a not in actions]
+            raise ValueError(f"actions must cover every acting agent {acting}; missing "
+                             f"{missing}") from None
+        step = self.core.step(agent_to_core(self.spec, [slot[a] for a in acting], values))
         ended = bool(step.group_done[0])
         view = step.final_obs if ended else step.obs
         rows = [part[0].copy() for part in view]  # fresh arrays: agents get views of them
         individual, group = step.reward[0].tolist(), float(step.group_reward[0])
+        after = step.alive[0].tolist()
         if self.death_mode == "absorb":
             truncated = bool(step.group_truncated[0])
-            terms = dict.fromkeys(self.agents, ended and not truncated)
-            truncs = dict.fromkeys(self.agents, truncated)
+            terms = dict.fromkeys(agents, ended and not truncated)
+            truncs = dict.fromkeys(agents, truncated)
         else:
-            terms = dict(zip(self.agents, step.terminated[0, self._slots()].tolist(), strict=True))
-            truncs = dict(zip(self.agents, step.truncated[0, self._slots()].tolist(), strict=True))
+            term, trunc = step.terminated[0].tolist(), step.truncated[0].tolist()
+            terms = {a: term[slot[a]] for a in agents}
+            truncs = {a: trunc[slot[a]] for a in agents}
+        mask = step.action_mask
         obs, rewards, infos = {}, {}, {}
-        for a in self.agents:
-            i = self._slot[a]
-            if alive[i]:
-                obs[a] = rows[0][i] if len(rows) == 1 else {
+        single = rows[0] if len(rows) == 1 else None
+        for a in agents:
+            i = slot[a]
+            if before[i]:
+                obs[a] = single[i] if single is not None else {
                     o.name: r[i] for o, r in zip(self.spec.obs, rows, strict=True)}
                 rewards[a] = individual[i] + group
                 infos[a] = {"individual_reward": individual[i], "group_reward": group}
-                if step.action_mask is not None:
-                    infos[a]["action_mask"] = step.action_mask[0, i].astype(np.int8)
+                if mask is not None:
+                    infos[a]["action_mask"] = mask[0, i].astype(np.int8)
             else:  # absorbed: ended earlier, kept in `agents` until the group ends
                 obs[a] = self._zero_obs()
                 rewards[a] = 0.0
                 infos[a] = {"individual_reward": 0.0, "group_reward": 0.0}
         # agents that joined on this step (tasks that spawn agents): reported from now on
-        joined = [] if ended else [a for a in self.possible_agents if a not in self.agents
-                                   and step.alive[0, self._slot[a]]]
+        joined = [] if ended else [a for a, on, was in zip(self.possible_agents, after, before,
+                                                          strict=True)
+                                   if on and not was and a not in obs]
         for a in joined:
-            obs[a] = self._agent_obs(view, self._slot[a])
+            obs[a] = self._agent_obs(view, slot[a])
             rewards[a], terms[a], truncs[a] = 0.0, False, False
             infos[a] = {"individual_reward": 0.0, "group_reward": 0.0}
-            if step.action_mask is not None:
-                infos[a]["action_mask"] = step.action_mask[0, self._slot[a]].astype(np.int8)
+            if mask is not None:
+                infos[a]["action_mask"] = mask[0, slot[a]].astype(np.int8)
         if ended:
             self.agents = []
         elif self.death_mode == "remove":
-            self.agents = [a for a in self.possible_agents if step.alive[0, self._slot[a]]]
+            self.agents = [a for a, on in zip(self.possible_agents, after, strict=True) if on]
         elif joined:
-            self.agents = [a for a in self.possible_agents if a in self.agents or a in joined]
-        self._last = (view, step.alive[0] if not ended else alive & ~(step.terminated[0]))
+            self.agents = [a for a in self.possible_agents if a in obs]
+        self._last = (view, step.alive[0] if not ended else
+                      np.array(before) & ~(step.terminated[0]))
         self._render.step(step)
         return obs, rewards, terms, truncs, infos
 

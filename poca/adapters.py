@@ -12,11 +12,12 @@ import inspect
 import math
 import traceback
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 from gymnasium import spaces
 
-from envs.core import GroupEnv, GroupSpec, ObsSpec, check_int
+from envs.core import GroupEnv, GroupSpec, ObsSpec, check_int, env_keys, hash_bits
 
 SUPPORTED = ("Box (any shape; HWC uint8 is an image, other shapes are flattened to a vector), "
              "Discrete (one-hot), or a Dict of those for observations (an 'action_mask' entry "
@@ -107,7 +108,10 @@ class ParallelEnvGroup(GroupEnv):
     """
 
     def __init__(self, env_fn: Callable, num_envs: int = 1, max_agents: int | None = None,
-                 max_steps: int | None = None):
+                 max_steps: int | None = None, first_copy: int = 0):
+        # first_copy: these are copies first_copy.. of a larger set (one env worker's share,
+        # see poca.workers): they draw that copy's seeds and errors name it
+        self.first_copy = check_int("first_copy", first_copy, 0)
         self.copies = [env_fn() for _ in range(check_int("num_envs", num_envs, 1))]
         first = self.copies[0]
         self.fixed_slots = max_agents is None
@@ -214,13 +218,22 @@ class ParallelEnvGroup(GroupEnv):
                                  f"got {mask.dtype} {list(mask.shape)}")
             self.mask[e, i] = mask.astype(bool).reshape(-1)
 
+    def random_bits(self, idx, step=0):
+        if not self.first_copy:
+            return super().random_bits(idx, step)
+        if getattr(self, "_keys_for", None) != self._seed:  # copy i's stream, as in one group
+            self._shifted_keys = env_keys(self._seed, self.first_copy + self.num_envs)[
+                self.first_copy:]
+            self._keys_for = self._seed
+        return hash_bits(self._shifted_keys[idx], self.episode[idx], step)
+
     # -- GroupEnv hooks --
     # Every value from the env is checked where it enters; errors name the copy, the episode
     # step, the agent and the field.
     def _reset_envs(self, idx):
         seeds = self.random_bits(idx) >> np.uint64(1)  # each copy, each episode: its own seed
         for e, seed in zip(idx.tolist(), seeds.tolist(), strict=True):
-            env, where = self.copies[e], f"env copy {e}, reset"
+            env, where = self.copies[e], f"env copy {self.first_copy + e}, reset"
             if self.record_final and self._started[e]:
                 self._final_frames[e] = self._render_copy(e)
             out = env.reset(seed=int(seed))
@@ -253,7 +266,7 @@ class ParallelEnvGroup(GroupEnv):
         terminated = np.zeros((E, A), bool)
         truncated = np.zeros((E, A), bool)
         for e, env in enumerate(self.copies):
-            where = f"env copy {e}, episode step {int(self.t[e]) + 1}"
+            where = f"env copy {self.first_copy + e}, episode step {int(self.t[e]) + 1}"
             acting = {n: self.slots[e][n] for n in env.agents}
             actions = {n: self._to_env_action(None if cont is None else cont[e, i],
                                               None if disc is None else disc[e, i])
@@ -368,13 +381,17 @@ def _info(infos: dict, name: str, where: str) -> dict:
 
 
 def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
-             max_agents: int | None = None, render_mode: str | None = None) -> GroupEnv:
+             max_agents: int | None = None, render_mode: str | None = None,
+             workers: int = 0) -> GroupEnv:
     """A `GroupEnv` from an ID, a `module:attr` path, or a callable (GroupEnv or ParallelEnv).
 
-    `render_mode` is passed to ParallelEnv factories (our own tasks draw through `frame`)."""
+    `render_mode` is passed to ParallelEnv factories (our own tasks draw through `frame`).
+    `workers` > 0 steps a ParallelEnv's copies in that many processes (`poca.workers`)."""
     env_kwargs = dict(env_kwargs or {})
+    workers = check_int("num_env_workers", workers, 0)
     if callable(env_id):
-        return _from_factory(env_id, num_envs, env_kwargs, max_agents, repr(env_id), render_mode)
+        return _from_factory(env_id, num_envs, env_kwargs, max_agents, repr(env_id), render_mode,
+                             workers)
     if ":" in env_id:
         module_name, _, attr = env_id.partition(":")
         try:  # imports the module: it runs its code (documented in the CLI's help and README)
@@ -391,10 +408,12 @@ def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
             raise ValueError(f"cannot load environment {env_id!r}: module {module_name!r} "
                              f"{what} {attr!r}; give module:factory, a function or class that "
                              "returns a PettingZoo ParallelEnv or a GroupEnv")
-        return _from_factory(factory, num_envs, env_kwargs, max_agents, env_id, render_mode)
+        return _from_factory(factory, num_envs, env_kwargs, max_agents, env_id, render_mode,
+                             workers)
     import envs
 
     _no_max_agents(max_agents, env_id)
+    _no_workers(workers, env_id)
     try:
         return envs.make_group(env_id, num_envs=num_envs, **env_kwargs)
     except KeyError as err:
@@ -407,7 +426,16 @@ def _no_max_agents(max_agents, name) -> None:
                          f"{name} is a GroupEnv with its own agent slots")
 
 
-def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=None) -> GroupEnv:
+def _no_workers(workers, name) -> None:
+    if workers:
+        raise ValueError(f"num_env_workers (--env-workers) applies only to PettingZoo "
+                         f"ParallelEnvs; {name} is a GroupEnv stepping all its envs in one batch "
+                         "(its PettingZoo view, e.g. envs.pettingzoo:GroupParallelEnv, can use "
+                         "workers)")
+
+
+def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=None,
+                  workers=0) -> GroupEnv:
     from pettingzoo import ParallelEnv
 
     try:
@@ -416,6 +444,7 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
         takes_num_envs = False
     if takes_num_envs:
         _no_max_agents(max_agents, name)
+        _no_workers(workers, name)
         env = factory(num_envs=num_envs, **env_kwargs)
         if isinstance(env, GroupEnv):
             return checked(env)
@@ -427,6 +456,10 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
         raise TypeError(f"{name} returned {type(probe).__name__}; expected a PettingZoo "
                         "ParallelEnv or a GroupEnv (a callable taking num_envs)")
     probe.close()
+    if workers:
+        from poca.workers import WorkerEnvGroup
+
+        return WorkerEnvGroup(partial(factory, **env_kwargs), num_envs, workers, max_agents)
     return ParallelEnvGroup(lambda: factory(**env_kwargs), num_envs, max_agents)
 
 

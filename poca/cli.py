@@ -15,8 +15,9 @@ from pathlib import Path
 
 import yaml
 
-from poca import checkpoint
 from poca.config import POCAConfig
+
+# torch and the envs are imported by the commands that use them, so --help starts at once
 
 ENV_HELP = ("groupenvs/Goal-v0, Goal-v0, or module:factory: a PettingZoo ParallelEnv factory, "
             "or a GroupEnv factory taking num_envs. A module:factory ID imports that module "
@@ -65,6 +66,8 @@ def _parser() -> argparse.ArgumentParser:
                        "other settings of the run")
     train.add_argument("--device", help="cpu, cuda or cuda:N")
     train.add_argument("--threads", type=int, help="torch CPU threads (default 1)")
+    train.add_argument("--env-workers", type=int, help="processes stepping a PettingZoo env's "
+                       "copies in parallel (default 0: in this process)")
     train.add_argument("--set", type=_assignment, action="append", default=[],
                        metavar="KEY=VALUE", help="any config key, e.g. network_settings."
                        "hidden_units=64 (repeatable)")
@@ -98,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _play(args) -> int:
     from envs.core import check_int
+    from poca import checkpoint
     from poca.adapters import make_env
     from poca.evaluate import load_actor, play
 
@@ -120,11 +124,13 @@ def _play(args) -> int:
 
 
 def _train(args) -> int:
+    from poca import checkpoint
     from poca.trainer import TrainingDiverged, train
 
     overrides = dict(args.set)
     for flag, key in (("num_envs", "num_envs"), ("max_steps", "max_steps"), ("seed", "seed"),
-                      ("device", "device"), ("threads", "threads")):
+                      ("device", "device"), ("threads", "threads"),
+                      ("env_workers", "num_env_workers")):
         if getattr(args, flag) is not None:
             overrides[key] = getattr(args, flag)
     state, resumed_from = None, 0
@@ -184,6 +190,7 @@ def _new_run_dir(env_id: str) -> Path:
 
 def _eval(args) -> int:
     from envs.core import check_int
+    from poca import checkpoint
     from poca.adapters import make_env
     from poca.evaluate import evaluate, load_actor
 
@@ -236,15 +243,21 @@ def main(argv: list[str] | None = None) -> int:
 
         return {"train": _train, "eval": _eval, "play": _play,
                 "compare": _compare}[args.command](args)
-    except (ValueError, TypeError, OSError, ImportError, NotImplementedError,
-            checkpoint.CheckpointError) as err:
-        if not _ours(err):
+    except Exception as err:
+        if not isinstance(err, _handled()) or not _ours(err):
             raise
         print(f"poca {args.command}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"poca {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _handled() -> tuple[type, ...]:
+    """The errors that are one line: a CheckpointError only exists once checkpoints are read."""
+    loaded = sys.modules.get("poca.checkpoint")
+    return (ValueError, TypeError, OSError, ImportError, NotImplementedError) + (
+        (loaded.CheckpointError,) if loaded is not None else ())
 
 
 def _ours(err: BaseException) -> bool:

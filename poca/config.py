@@ -106,6 +106,9 @@ class POCAConfig:
     seed: int = 0
     device: str = "cpu"
     threads: int = 1  # torch CPU threads; more were measured 15-240x slower on small machines
+    # PettingZoo envs: processes stepping the copies in parallel (0: in the trainer's process);
+    # the same seed gives the same run for any number
+    num_env_workers: int = 0
 
     @classmethod
     def from_dict(cls, data: dict) -> POCAConfig:
@@ -237,6 +240,9 @@ class POCAConfig:
                              f"buffer_size ({hp.buffer_size})")
         if not 0 <= hp.lambd <= 1 or not 0 <= self.reward_signals.extrinsic.gamma <= 1:
             raise ValueError("lambd and gamma must be in [0, 1]")
+        if self.num_env_workers < 0 or self.num_env_workers > self.num_envs:
+            raise ValueError(f"num_env_workers must be in [0, num_envs={self.num_envs}] (each "
+                             f"worker steps at least one copy), got {self.num_env_workers}")
         if self.keep_checkpoints < 1:
             raise ValueError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
         for name in ("learning_rate_schedule", "beta_schedule", "epsilon_schedule"):

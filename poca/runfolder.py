@@ -21,7 +21,7 @@ from poca.config import POCAConfig
 SAVE_EVERY_SECONDS = 300.0  # a checkpoint at least this often, whatever checkpoint_interval says
 LOCK = ".lock"
 # Config keys a resumed run may change: they do not change what is learned.
-RESUMABLE = ("max_steps", "threads")
+RESUMABLE = ("max_steps", "threads", "num_env_workers")
 
 try:
     import fcntl
@@ -187,8 +187,8 @@ def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwar
     if changes and not force:
         raise ValueError("a resumed run keeps its settings; this would change "
                          + "; ".join(changes) + ". Only --max-steps (and --threads, "
-                         "--no-progress) may differ; pass --force (force=True) to change them "
-                         "anyway")
+                         "--env-workers, --no-progress) may differ; pass --force (force=True) "
+                         "to change them anyway")
     return (config or own), (saved["env_kwargs"] if env_kwargs is None else env_kwargs)
 
 

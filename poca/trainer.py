@@ -23,6 +23,7 @@ from torch import Tensor
 
 from envs.core import GroupEnv
 from poca import checkpoint, guards, runfolder
+from poca.adam import Adam
 from poca.config import POCAConfig
 from poca.loss import (clipped_value_loss, explained_variance, linear_decay, masked_mean,
                        policy_diagnostics, policy_loss)
@@ -56,11 +57,10 @@ class TrainResult:
         return float(np.mean(self.team_log[-last:])) if self.team_log else math.nan
 
 
-def _adam(params, lr: float) -> torch.optim.Adam:
-    try:  # the fused kernel is 2-3x faster on small networks; older torch lacks it on CPU
-        return torch.optim.Adam(params, lr=lr, fused=True)
-    except RuntimeError:
-        return torch.optim.Adam(params, lr=lr, foreach=True)
+def _adam(params, lr: float) -> Adam:
+    # not torch.optim.Adam: building any torch.optim optimizer imports torch._dynamo (~2.4 s of
+    # every start); poca.adam is the same update (checkpoints load either way)
+    return Adam(params, lr=lr)
 
 
 # The joint loss, as ML-Agents' POCA optimizer weighs it (poca/optimizer_torch.py):
@@ -528,8 +528,12 @@ def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = No
         if not torch.cuda.is_available() or index >= torch.cuda.device_count():
             raise ValueError(f"device {config.device!r} is not available here (torch "
                              f"{torch.__version__}, {torch.cuda.device_count()} CUDA devices)")
-    env = make_env(env_id, config.num_envs, env_kwargs, max_agents)
-    trainer = Trainer(env, config, run_dir, name, env_kwargs, progress)
-    if state is not None:
-        trainer.load(latest, state)
-    return trainer.run(until)
+    env = make_env(env_id, config.num_envs, env_kwargs, max_agents,
+                   workers=config.num_env_workers)
+    try:  # closing stops env worker processes, also when the run fails
+        trainer = Trainer(env, config, run_dir, name, env_kwargs, progress)
+        if state is not None:
+            trainer.load(latest, state)
+        return trainer.run(until)
+    finally:
+        env.close()

@@ -1,0 +1,159 @@
+"""PettingZoo env copies stepped in worker processes (`num_env_workers`, `--env-workers`)."""
+
+import functools
+import os
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+from envs.pettingzoo import GroupParallelEnv
+from poca import cli
+from poca.adapters import ParallelEnvGroup, make_env
+from poca.config import POCAConfig
+from poca.trainer import train
+from poca.workers import EnvWorkerError, WorkerEnvGroup
+
+GOAL = functools.partial(GroupParallelEnv, "Goal-v0")
+OBS, ACT = spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(2)
+
+
+def small_config(**over):
+    base = {"hyperparameters.batch_size": 32, "hyperparameters.buffer_size": 128,
+            "network_settings.hidden_units": 16, "network_settings.num_layers": 1,
+            "num_envs": 5, "max_steps": 600, "checkpoint_interval": 300, "summary_freq": 150}
+    return POCAConfig().override({**base, **over})
+
+
+def test_same_seed_same_run_for_any_number_of_workers():
+    logs = {}
+    for workers in (0, 1, 2):
+        result = train(GOAL, small_config(num_env_workers=workers, seed=3, max_steps=1000))
+        logs[workers] = (result.episode_log, result.team_log, result.pays_group_reward)
+    assert len(logs[0][0]) >= 10
+    assert logs[1] == logs[0]
+    assert logs[2] == logs[0]  # 5 copies over 2 workers: shares of 3 and 2 (padded)
+
+
+def test_every_field_matches_the_in_process_adapter():
+    # Baton Pass: agents join mid-episode, discrete actions with masks off, episode ends
+    fn = functools.partial(GroupParallelEnv, "BatonPass-v0")
+    here, there = ParallelEnvGroup(fn, 3), WorkerEnvGroup(fn, 3, 2)
+    try:
+        a, b = here.reset(seed=7), there.reset(seed=7)
+        rng = np.random.default_rng(0)
+        ended = 0
+        for _ in range(120):
+            for f in ("alive", "reward", "group_reward", "terminated", "truncated",
+                      "group_done"):
+                np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+            for x, y in zip(a.obs + a.final_obs, b.obs + b.final_obs, strict=True):
+                np.testing.assert_array_equal(x, y)
+            ended += int(a.group_done.sum())
+            act = {"discrete": rng.integers(0, 5, (3, here.max_agents, 1))}
+            a, b = here.step(act), there.step(act)
+        assert ended > 0
+    finally:
+        there.close()
+    assert there.vec.closed
+
+
+class Failing(ParallelEnv):
+    """Two agents; at episode step `at` the env does `what`: raise, die, or send a NaN reward."""
+
+    metadata = {"name": "failing_v0"}
+
+    def __init__(self, what="raise", at=3):
+        self.what, self.at = what, at
+        self.possible_agents = ["a", "b"]
+
+    def observation_space(self, agent):
+        return OBS
+
+    def action_space(self, agent):
+        return ACT
+
+    def reset(self, seed=None, options=None):
+        self.t, self.agents = 0, list(self.possible_agents)
+        return {a: np.zeros(2, np.float32) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        reward = 1.0
+        if self.t == self.at:
+            if self.what == "raise":
+                raise RuntimeError("the physics engine broke")
+            if self.what == "die":
+                os._exit(3)
+            reward = float("nan")
+        obs = {a: np.zeros(2, np.float32) for a in self.agents}
+        return (obs, dict.fromkeys(self.agents, reward), dict.fromkeys(self.agents, False),
+                dict.fromkeys(self.agents, False), {a: {} for a in self.agents})
+
+
+def test_an_exception_in_a_worker_reaches_the_trainer_with_its_traceback(tmp_path):
+    with pytest.raises(EnvWorkerError) as err:
+        train(Failing, small_config(num_env_workers=2), run_dir=tmp_path / "run")
+    message = str(err.value)
+    assert "env worker 0 (env copies 0-2) raised RuntimeError in step()" in message
+    assert "the physics engine broke" in message
+    assert "the worker's traceback" in message and 'raise RuntimeError("the physics' in message
+    assert (tmp_path / "run" / "checkpoints" / "latest.pt").exists()  # the run was saved
+
+
+def test_a_worker_that_dies_stops_the_run_naming_it():
+    env = make_env(functools.partial(Failing, "die"), 4, workers=2)
+    env.reset(seed=0)
+    act = {"discrete": np.zeros((4, 2, 1), np.int64)}
+    env.step(act)
+    env.step(act)
+    with pytest.raises(EnvWorkerError, match=r"env worker (0 \(env copies 0-1|1 \(env copies 2-3), "
+                                            r"exit code 3\) stopped during step\(\)"):
+        env.step(act)
+    assert env.vec.closed
+    with pytest.raises(RuntimeError, match="is closed"):
+        env.step(act)
+
+
+def test_bad_env_values_in_a_worker_name_the_copy_as_without_workers():
+    env = make_env(functools.partial(Failing, "nan", at=2), 5, workers=2)
+    env.reset(seed=0)
+    act = {"discrete": np.zeros((5, 2, 1), np.int64)}
+    env.step(act)
+    with pytest.raises(ValueError, match=r"env worker 0: env copy 0, episode step 2: agent "
+                                         r"'a': reward is nan"):
+        env.step(act)
+    assert env.vec.closed
+
+
+def test_bad_actions_are_refused_in_the_trainers_process_naming_the_copy():
+    env = make_env(GOAL, 5, workers=2)
+    try:
+        env.reset(seed=0)
+        act = np.zeros((5, 2, 1), np.int64)
+        act[4, 1] = 7
+        with pytest.raises(ValueError, match="for env 4, agent 1"):
+            env.step({"discrete": act})
+    finally:
+        env.close()
+
+
+def test_workers_are_refused_where_they_do_not_apply():
+    with pytest.raises(ValueError, match=r"num_env_workers must be in \[0, num_envs=4\]"):
+        POCAConfig().override({"num_envs": 4, "num_env_workers": 5})
+    with pytest.raises(ValueError, match="num_env_workers must be in"):
+        POCAConfig().override({"num_env_workers": -1})
+    with pytest.raises(ValueError, match="applies only to PettingZoo ParallelEnvs"):
+        make_env("Goal-v0", 4, workers=2)
+
+
+def test_cli_env_workers_flag(tmp_path, capsys):
+    code = cli.main(["train", "envs.pettingzoo:GroupParallelEnv", "--env-workers", "2",
+                     "--num-envs", "4", "--max-steps", "300", "--no-progress",
+                     "--set", "hyperparameters.buffer_size=128",
+                     "--set", "hyperparameters.batch_size=32",
+                     "--run-dir", str(tmp_path / "run")])
+    assert code == 0
+    assert "trained" in capsys.readouterr().out
+    assert '"num_env_workers": 2' in (tmp_path / "run" / "config.json").read_text()
