@@ -11,8 +11,9 @@ break applied does not guard that mechanism.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
 
 import torch
 
@@ -104,11 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark once per break (and once unbroken) through pytest-xdist; print the
     matrix of which cases catch which break."""
     import argparse
-    import json
     import subprocess
     import sys
     import time
-    from pathlib import Path
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.breaks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

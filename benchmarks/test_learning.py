@@ -50,7 +50,7 @@ def _plot(case: Case, seed: int, log, final: float, path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    steps, returns = zip(*log) if log else ((), ())
+    steps, returns = zip(*log, strict=False) if log else ((), ())
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot(steps, returns, ".", alpha=0.3, label="episode")
     if len(returns) >= case.last:

@@ -294,7 +294,8 @@ class GroupEnv(ABC):
             if disc.shape != (E, A, len(branches)) or disc.dtype.kind not in "iu":
                 raise ValueError(f"actions['discrete'] must be int [{E}, {A}, {len(branches)}], "
                                  f"got {disc.dtype} {list(disc.shape)}")
-            if np.maximum.reduce(disc.view(_UNSIGNED[disc.itemsize]), axis=None) >= self._min_branch:
+            as_unsigned = disc.view(_UNSIGNED[disc.itemsize])  # -1 reads as huge
+            if np.maximum.reduce(as_unsigned, axis=None) >= self._min_branch:
                 # slow path only when some value is out of range somewhere (-1 reads as huge)
                 bad = ((disc < 0) | (disc >= np.asarray(branches))).any(axis=2)
                 self._raise_for(bad, "discrete", f"is out of range (branch sizes {list(branches)})")

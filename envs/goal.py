@@ -1,7 +1,7 @@
 """Goal: ML-Agents' multi-agent test environment, batched, with a group scoreboard.
 
 Rebuilt from the rules of ML-Agents' `MultiAgentEnvironment` (mlagents/trainers/tests/
-simple_test_envs.py); see `shared/spec/poca-reference.md` §4.
+simple_test_envs.py).
 """
 
 from __future__ import annotations

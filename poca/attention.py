@@ -1,7 +1,8 @@
 """Residual self-attention over a variable set of entities (agents, or items in an entity list).
 
 One implementation, two uses: the critic attends over the agents still in the episode, the
-entity-list encoder over the rows present in an observation (shared/spec/poca-reference.md §2.2).
+entity-list encoder over the rows present in an observation (ML-Agents'
+ml-agents/mlagents/trainers/torch_entities/attention.py).
 """
 
 from __future__ import annotations

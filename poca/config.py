@@ -98,7 +98,7 @@ class POCAConfig:
     max_steps: int = 500_000
     time_horizon: int = 64  # env steps after which a return is cut and bootstrapped
     summary_freq: int = 50_000
-    checkpoint_interval: int = 500_000
+    checkpoint_interval: int = 50_000  # agent-steps; also saved at least every 5 minutes
     keep_checkpoints: int = 5
     threaded: bool = False  # accepted for ML-Agents files; collection and updates alternate
     # Ours, not ML-Agents':

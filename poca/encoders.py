@@ -2,7 +2,8 @@
 
 vector: identity (or running normalization); image (HWC uint8, scaled to [0, 1] here): a CNN
 chosen by `vis_encode_type`; entity lists: each present row embedded together with the agent's
-fixed-size encoding, residual self-attention over the rows, masked mean (spec §2.1).
+fixed-size encoding, residual self-attention over the rows, masked mean (as ML-Agents'
+ml-agents/mlagents/trainers/torch_entities/networks.py ObservationEncoder does).
 """
 
 from __future__ import annotations
@@ -113,7 +114,7 @@ class EntityEncoder(nn.Module):
     def forward(self, lists: list[Tensor], own: Tensor | None) -> Tensor:
         xs, present = [], []
         me = None if self.self_embed is None else self.self_embed(own)
-        for rows, embed in zip(lists, self.embeds):
+        for rows, embed in zip(lists, self.embeds, strict=False):
             rows = rows.float()
             present.append((rows**2).sum(-1) > PRESENT)
             if me is not None:
@@ -141,9 +142,9 @@ class ObservationEncoder(nn.Module):
 
     def forward(self, obs: list[Tensor]) -> Tensor:
         lead = obs[0].shape[:obs[0].dim() - len(self.specs[0].shape)]
-        flat = [o.reshape(-1, *spec.shape) for o, spec in zip(obs, self.specs)]
+        flat = [o.reshape(-1, *spec.shape) for o, spec in zip(obs, self.specs, strict=False)]
         fixed, lists = [], []
-        for o, spec in zip(flat, self.specs):
+        for o, spec in zip(flat, self.specs, strict=False):
             if spec.kind == "vector":
                 o = o.float()
                 fixed.append(self.norms[spec.name](o) if spec.name in self.norms else o)
@@ -156,6 +157,6 @@ class ObservationEncoder(nn.Module):
         return torch.cat(parts, -1).reshape(*lead, self.size)
 
     def update_normalizers(self, obs: list[Tensor], present: Tensor) -> None:
-        for o, spec in zip(obs, self.specs):
+        for o, spec in zip(obs, self.specs, strict=False):
             if spec.name in self.norms:
                 self.norms[spec.name].update(o[present].float())

@@ -2,7 +2,8 @@
 
 Shapes: `N` groups (time steps x envs flattened), `A` agent slots, `present`/`alive` bool masks.
 The critic attends over the agents that are alive and nothing else, which is what lets one network
-serve groups whose size changes as agents leave (see shared/spec/poca-reference.md §2).
+serve groups whose size changes as agents leave (MA-POCA paper, arXiv 2111.05992;
+ML-Agents' ml-agents/mlagents/trainers/torch_entities/networks.py, MultiAgentNetworkBody).
 """
 
 from __future__ import annotations

@@ -23,14 +23,27 @@ from torch import Tensor
 
 from envs.core import GroupEnv
 from poca import checkpoint, guards, runfolder
+from poca.acting import Acting
 from poca.adam import Adam
 from poca.config import POCAConfig
-from poca.loss import (clipped_value_loss, explained_variance, linear_decay, masked_mean,
-                       policy_diagnostics, policy_loss)
+from poca.loss import (
+    clipped_value_loss,
+    explained_variance,
+    linear_decay,
+    masked_mean,
+    policy_diagnostics,
+    policy_loss,
+)
 from poca.networks import Actor, Critic
-from poca.acting import Acting
-from poca.rollout import (Rollout, lambda_returns, next_values, normalized, posthumous_bootstrap,
-                          team_reward, to_units)
+from poca.rollout import (
+    Rollout,
+    lambda_returns,
+    next_values,
+    normalized,
+    posthumous_bootstrap,
+    team_reward,
+    to_units,
+)
 
 
 class TrainingDiverged(RuntimeError):
@@ -140,7 +153,7 @@ class Trainer:
         self._step = step
         dev, A = self.device, self.spec.num_agents
         return Rollout(
-            obs=[torch.stack(component) for component in zip(*obs)],
+            obs=[torch.stack(component) for component in zip(*obs, strict=False)],
             **{name: None if col[0] is None else torch.stack(col)
                for name, col in acted_cols.items()},
             **{name: torch.as_tensor(np.stack(col), device=dev)
@@ -149,7 +162,7 @@ class Trainer:
             next_alive=torch.as_tensor(step.alive, device=dev),
             next_group_start=~self.acting.group_continuing,
             final_obs=[torch.as_tensor(np.concatenate(component), device=dev)
-                       for component in zip(*final_obs)],
+                       for component in zip(*final_obs, strict=False)],
             final_alive=torch.as_tensor(np.concatenate(final_alive), device=dev)
             if final_alive else torch.zeros((0, A), dtype=torch.bool, device=dev))
 

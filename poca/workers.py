@@ -218,7 +218,8 @@ class WorkerEnvGroup(GroupEnv):
             out = call()
         except (EOFError, OSError) as err:  # a worker died: its pipe broke
             processes = self.vec.processes
-            multiprocessing.connection.wait([p.sentinel for p in processes], timeout=2.0)
+            # its pipe broke, so it is exiting: wait (generously, machines can be loaded) for it
+            multiprocessing.connection.wait([p.sentinel for p in processes], timeout=10.0)
             dead = [(w, p.exitcode) for w, p in enumerate(processes) if not p.is_alive()]
             self._shut_down()
             who = ", ".join(f"env worker {w} ({self._copies(w)}, exit code {code})"

@@ -21,11 +21,11 @@ class Leaving(ParallelEnv):
     def __init__(self):
         self.possible_agents = ["a_0", "a_1", "a_2"]
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def observation_space(self, agent):
         return spaces.Box(-1, 1, (2,), np.float32)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def action_space(self, agent):
         return spaces.Discrete(2)
 
@@ -73,12 +73,12 @@ class Spawning(Leaving):
 class Masked(Leaving):
     """Dict observations whose action mask allows only action 2 of 3."""
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def observation_space(self, agent):
         return spaces.Dict({"observation": spaces.Box(-1, 1, (2,), np.float32),
                             "action_mask": spaces.MultiBinary(3)})
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def action_space(self, agent):
         return spaces.Discrete(3)
 
@@ -97,7 +97,7 @@ class Masked(Leaving):
 
 
 class Mismatched(Leaving):
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def action_space(self, agent):
         return spaces.Discrete(2 if agent != "a_2" else 3)
 

@@ -34,13 +34,13 @@ FIELDS = ("alive", "reward", "group_reward", "terminated", "truncated", "group_d
 def test_same_seed_same_episodes(kw):
     a = rollout(envs.make_group("Goal-v0", num_envs=64, **kw), seed=7)
     b = rollout(envs.make_group("Goal-v0", num_envs=64, **kw), seed=7)
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         for f in FIELDS:
             np.testing.assert_array_equal(getattr(x, f), getattr(y, f))
         np.testing.assert_array_equal(x.obs[0], y.obs[0])
     assert sum(s.group_done.sum() for s in a) > 100  # many episodes were covered
     c = rollout(envs.make_group("Goal-v0", num_envs=64, **kw), seed=8)
-    assert any((x.obs[0] != y.obs[0]).any() for x, y in zip(a, c))
+    assert any((x.obs[0] != y.obs[0]).any() for x, y in zip(a, c, strict=False))
 
 
 def test_env_episodes_do_not_depend_on_batch_size():

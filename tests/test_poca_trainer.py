@@ -63,7 +63,7 @@ def test_resume_restores_parameters_optimizer_and_counters(tmp_path):
                      "Goal-v0", progress=False)
     second.load(tmp_path / "checkpoints" / "latest.pt")
     assert second.agent_steps == first.agent_steps == saved["agent_steps"] >= 1000
-    for p, q in zip(first.params, second.params):
+    for p, q in zip(first.params, second.params, strict=False):
         assert torch.equal(p, q)
     opt_a, opt_b = first.optimizer.state_dict(), second.optimizer.state_dict()
     for k in opt_a["state"]:

@@ -38,7 +38,7 @@ def test_recurrent_truncation_bootstraps_from_the_episodes_own_memory():
         t0 = int(begun[-1]) if len(begun) else 0
         memory = (torch.zeros_like(carried[e, 0]) if len(begun) else carried[e, 0])[None]
         obs = [torch.cat([o[t0:t + 1, e], f[k][None]])[:, None] for o, f in
-               zip(ro.obs, ro.final_obs)]
+               zip(ro.obs, ro.final_obs, strict=False)]
         alive = torch.cat([ro.alive[t0:t + 1, e], ro.final_alive[k][None]])[:, None]
         starts = torch.zeros(alive.shape[0], 1, dtype=torch.bool)
         starts[0] = bool(len(begun))
@@ -73,7 +73,7 @@ def test_update_reports_ppo_diagnostics(action_sizes):
     trainer = _trainer("Goal-v0", {"action_sizes": action_sizes})
     stats = trainer.update(trainer.collect())
     assert 0 <= stats["approx_kl"] < 1
-    for kind, size in zip(("continuous", "discrete"), action_sizes):
+    for kind, size in zip(("continuous", "discrete"), action_sizes, strict=False):
         key = f"clip_fraction_{kind}"
         assert (key in stats) == bool(size)
         if size:
