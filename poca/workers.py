@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing.connection
 import signal
+import time
 import traceback
 from collections.abc import Callable
 from functools import partial
@@ -218,9 +219,12 @@ class WorkerEnvGroup(GroupEnv):
             out = call()
         except (EOFError, OSError) as err:  # a worker died: its pipe broke
             processes = self.vec.processes
-            # its pipe broke, so it is exiting: wait (generously, machines can be loaded) for it
-            multiprocessing.connection.wait([p.sentinel for p in processes], timeout=10.0)
-            dead = [(w, p.exitcode) for w, p in enumerate(processes) if not p.is_alive()]
+            # its pipe broke, so it is exiting: wait (generously, machines can be loaded) until
+            # the process is gone, to name it and its exit code
+            deadline, dead = time.monotonic() + 10.0, []
+            while not dead and time.monotonic() < deadline:
+                multiprocessing.connection.wait([p.sentinel for p in processes], timeout=0.1)
+                dead = [(w, p.exitcode) for w, p in enumerate(processes) if not p.is_alive()]
             self._shut_down()
             who = ", ".join(f"env worker {w} ({self._copies(w)}, exit code {code})"
                             for w, code in dead) or "an env worker"
