@@ -79,12 +79,17 @@ def save(path: Path, state: dict) -> None:
             os.remove(tmp)
 
 
-def load(path: Path, spec: GroupSpec | None = None) -> dict:
+def load(path: Path, spec: GroupSpec | None = None, state: dict | None = None) -> dict:
     """Read and check a checkpoint; with `spec`, fail unless its observations and actions match.
 
     Every failure (missing, unreadable, foreign, incomplete, another environment) is a
-    `CheckpointError` that names the file.
+    `CheckpointError` that names the file. `state`: the checkpoint at `path` when it was
+    already read (it is then only checked against `spec`, not read again).
     """
+    if state is not None:
+        if spec is not None:
+            check_fits(path, state, spec)
+        return state
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")

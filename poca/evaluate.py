@@ -18,10 +18,7 @@ def load_actor(path: str | Path, env: GroupEnv, state: dict | None = None) -> Ac
     """The trained policy of a checkpoint, checked against `env`'s spec.
 
     `state`: the checkpoint at `path` when it was already read with `checkpoint.load`."""
-    if state is None:
-        state = checkpoint.load(path, env.spec)
-    else:
-        checkpoint.check_fits(path, state, env.spec)
+    state = checkpoint.load(path, env.spec, state)  # read once, or only checked
     try:
         net = POCAConfig.from_dict(state["config"]).network_settings
         actor = Actor(env.spec, net)

@@ -412,10 +412,7 @@ class Trainer:
         """Continue from a checkpoint: networks, optimizer, counters and random streams.
 
         `state`: the checkpoint at `path` when it was already read with `checkpoint.load`."""
-        if state is None:
-            state = checkpoint.load(path, self.spec)
-        else:
-            checkpoint.check_fits(path, state, self.spec)
+        state = checkpoint.load(path, self.spec, state)  # read once, or only checked
         try:
             self.actor.load_state_dict(state["actor"])
             self.critic.load_state_dict(state["critic"])
