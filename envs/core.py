@@ -282,7 +282,9 @@ class GroupEnv(ABC):
             if cont.shape != (E, A, C) or cont.dtype.kind != "f":
                 raise ValueError(f"actions['continuous'] must be float [{E}, {A}, {C}], "
                                  f"got {cont.dtype} {list(cont.shape)}")
-            if not np.isfinite(cont.sum()):  # fast path; dead slots may hold anything
+            with np.errstate(invalid="ignore", over="ignore"):  # inf - inf in dead slots
+                finite = np.isfinite(cont.sum())
+            if not finite:  # fast path; dead slots may hold anything
                 self._raise_for(~np.isfinite(cont).all(axis=2), "continuous", "is NaN/inf")
             cont = np.clip(cont, -1.0, 1.0).astype(np.float32, copy=False)  # a new array
             if dead is not None:
