@@ -7,6 +7,9 @@ Parity cases mirror ML-Agents' 16 POCA regression tests (ml-agents/mlagents/trai
 torch_entities/test_simple_rl.py) on our Goal variants in ML-Agents' settings
 (reward_mode="mlagents", shared_goal=True) with ML-Agents' test config and budgets. Group cases
 use reward_mode="group", where the outcome of agents that left reaches them through the critic.
+Paper cases train on the grid versions of the MA-POCA paper's tasks (arXiv 2111.05992, §6) with the
+paper's hyperparameters (the `paper` preset): agents die on purpose (Dungeon Escape) or join and
+leave (Baton Pass), so the posthumous credit and the alive mask are needed there, not on Goal.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ class Case:
     eval_episodes: int = 100  # fresh episodes the final policy is judged on
     last: int = 20  # training episodes averaged for steps-to-threshold
     known_failure: str | None = None  # why it fails today (strict xfail: a fix is noticed)
+    # paper group (`--paper`): the final return must beat the `independent` critic's (the paper's
+    # PPO) trained on the same seed by at least this much
+    beats_independent_by: float | None = None
 
 
 EVAL_SEED = 1_000_003  # + the training seed: evaluation episodes never seen in training
@@ -64,4 +70,11 @@ CASES = [
     Case("group-3-agents", "Goal-v0", {"num_agents": 3}, preset="goal", budget=20000),
     Case("group-memory", "GoalMemory-v0", {}, preset="goal", budget=20000,
          overrides={"network_settings.memory": {"memory_size": 32, "sequence_length": 16}}),
+    # the MA-POCA paper's tasks (grid versions); beats_independent_by: a quarter of the way from
+    # a random policy's return to the scripted reference policy's (README, paper tasks table)
+    Case("paper-dungeon-escape", "DungeonEscape-v0", preset="paper", budget=600_000,
+         beats_independent_by=0.25 * (1.00 - 0.04)),
+    Case("paper-baton-pass", "BatonPass-v0", preset="paper", budget=300_000, threshold=3.0,
+         beats_independent_by=0.25 * (3.77 - 0.03)),
+    Case("paper-push-block", "PushBlock-v0", preset="paper", budget=500_000, threshold=4.0),
 ]

@@ -30,17 +30,23 @@ def pytest_addoption(parser):
                          "or select it alone with -m third_party)")
     group.addoption("--third-party-seeds", type=int, default=3,
                     help="seeds per third-party case (default 3)")
+    group.addoption("--paper", action="store_true",
+                    help="also run the paper comparison: POCA against the `independent` critic "
+                         "on the paper tasks, same seeds (minutes per seed; or -m paper)")
+
+
+OPT_IN = {"third_party": "--third-party", "paper": "--paper"}  # marker -> the flag that runs it
 
 
 def pytest_collection_modifyitems(config, items):
-    """The third-party group is deselected unless asked for (--third-party, or -m naming it)."""
-    if config.getoption("--third-party") or "third_party" in (config.getoption("markexpr")
-                                                               or ""):
-        return
-    skipped = [item for item in items if item.get_closest_marker("third_party")]
+    """Opt-in groups are deselected unless asked for (their flag, or -m naming their marker)."""
+    markexpr = config.getoption("markexpr") or ""
+    off = [m for m, flag in OPT_IN.items() if not config.getoption(flag) and m not in markexpr]
+    skipped = [item for item in items if any(item.get_closest_marker(m) for m in off)]
     if skipped:
         config.hook.pytest_deselected(items=skipped)
-        items[:] = [item for item in items if not item.get_closest_marker("third_party")]
+        dropped = set(skipped)
+        items[:] = [item for item in items if item not in dropped]
 
 
 @pytest.fixture(scope="session")
