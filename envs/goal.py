@@ -14,6 +14,9 @@ from envs.core import GroupEnv, GroupSpec, ObsSpec, agent_any, agent_sum, check_
 TIME_PENALTY = 0.01
 SUCCESS_REWARD = 1.06  # ML-Agents: 1 + MIN_STEPS * TIME_PENALTY with MIN_STEPS = 6
 REWARD_MODES = ("group", "mlagents")
+# ML-Agents' test environment exactly (its rewards, one goal for the group): the settings of the
+# parity benchmark cases and tests
+MLAGENTS_PARITY = {"reward_mode": "mlagents", "shared_goal": True}
 _EDGE = 1.0 - 1e-5  # a coordinate within float error of +-1 sits on the edge
 _COST = np.float32(-TIME_PENALTY)
 
