@@ -120,7 +120,12 @@ def normalized(x: Tensor, mask: Tensor) -> Tensor:
 
 def to_units(x: Tensor | None, length: int) -> Tensor | None:
     """[T, E, ...] -> [C * E, length, ...]: sequences of `length` steps of one env each, the
-    time axis zero-padded to a multiple of `length` (padded steps have alive = False)."""
+    time axis zero-padded to a multiple of `length` (padded steps have alive = False).
+
+    >>> x = torch.arange(6).reshape(3, 2)  # x[t, e] = 2 t + e: T = 3 steps of E = 2 envs
+    >>> to_units(x, 2).tolist()  # (steps 0-1, env 0), (steps 0-1, env 1), (step 2 + pad, env 0)...
+    [[0, 2], [1, 3], [4, 0], [5, 0]]
+    """
     if x is None:
         return None
     T, E = x.shape[:2]
