@@ -49,8 +49,10 @@ class Acting:
 
     @torch.no_grad()
     def act(self, step, deterministic: bool = False) -> Acted:
+        """Sample every slot's action for `step` (a `GroupStep`); alive slots' memories go on,
+        zeroed where an episode starts."""
         dev = self.device
-        obs = [torch.as_tensor(o, device=dev) for o in step.obs]
+        obs = [torch.as_tensor(view, device=dev) for view in step.obs]
         alive = torch.as_tensor(step.alive, device=dev)
         mask = None if step.action_mask is None else torch.as_tensor(step.action_mask, device=dev)
         starts = alive & ~self.continuing
@@ -65,8 +67,9 @@ class Acting:
             actions["continuous"] = cont.cpu().numpy()  # the env clips to [-1, 1]
         if disc is not None:
             actions["discrete"] = disc.cpu().numpy()
-        return Acted(actions, obs, alive, mask, cont, disc, dist.log_prob(cont, disc), starts,
-                     ~self.group_continuing, memory)
+        return Acted(actions=actions, obs=obs, alive=alive, action_mask=mask, cont=cont,
+                     disc=disc, log_prob=dist.log_prob(cont, disc), starts=starts,
+                     group_starts=~self.group_continuing, memory=memory)
 
     def observe(self, step, after) -> None:
         """After env.step: which slots go on with the same episode at the next step (`step` the

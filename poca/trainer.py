@@ -203,9 +203,11 @@ class Trainer:
                             checkpoint.save_trainer(self, safe)
         done = safe or {"agent_steps": self.agent_steps, "episodes": self.episodes,
                         "episode_log": self.episode_log, "team_log": self.team_log}
-        return TrainResult(done["agent_steps"], done["episodes"], list(done["episode_log"]),
-                           list(done["team_log"]), time.perf_counter() - start,
-                           self.last_checkpoint, interrupted, self.env.pays_group_reward)
+        return TrainResult(agent_steps=done["agent_steps"], episodes=done["episodes"],
+                           episode_log=list(done["episode_log"]), team_log=list(done["team_log"]),
+                           wall_seconds=time.perf_counter() - start,
+                           checkpoint=self.last_checkpoint, interrupted=interrupted,
+                           pays_group_reward=self.env.pays_group_reward)
 
     # --- collecting -----------------------------------------------------------------------------
     def collect(self) -> Rollout:
@@ -284,7 +286,8 @@ class Trainer:
                 torch.zeros(1, len(ro.final_alive), dtype=torch.bool, device=self.device))
         next_value = next_values(value, bootstrap[0], final_value[0], ro.group_done,
                                  ro.group_truncated)
-        return Estimates(value, baseline, next_value, memory_before, stream_starts)
+        return Estimates(value=value, baseline=baseline, next_value=next_value,
+                         critic_memory=memory_before, stream_starts=stream_starts)
 
     def update(self, ro: Rollout) -> dict[str, float]:
         """One MA-POCA update on a rollout: returns, advantages, then `num_epoch` epochs of
