@@ -57,6 +57,12 @@ class Estimates:
     stream_starts: Tensor  # bool [T, E, 1 + A]: where each stream starts an episode
 
 
+def team_reward(group_reward, reward):
+    """[T, E] (or [E]): what every agent of a group learns from, the group reward plus the sum
+    of the step's individual rewards (numpy or torch)."""
+    return group_reward + reward.sum(axis=-1)
+
+
 def next_values(value: Tensor, bootstrap: Tensor, final_value: Tensor, group_done: Tensor,
                 group_truncated: Tensor) -> Tensor:
     """[T, E]: the group value each step bootstraps from.
@@ -70,12 +76,6 @@ def next_values(value: Tensor, bootstrap: Tensor, final_value: Tensor, group_don
     next_value = torch.where(done, torch.zeros_like(following), following)
     next_value[group_truncated] = final_value
     return next_value
-
-
-def team_reward(group_reward, reward):
-    """[T, E] (or [E]): what every agent of a group learns from, the group reward plus the sum
-    of the step's individual rewards (numpy or torch)."""
-    return group_reward + reward.sum(axis=-1)
 
 
 def posthumous_bootstrap(next_value: Tensor, alive: Tensor, group_done: Tensor) -> Tensor:
