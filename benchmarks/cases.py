@@ -17,6 +17,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
+from envs.goal import MLAGENTS_PARITY
+
 
 @dataclass(frozen=True)
 class Case:
@@ -38,7 +40,7 @@ class Case:
 EVAL_SEED = 1_000_003  # + the training seed: evaluation episodes never seen in training
 
 
-PARITY = {"reward_mode": "mlagents", "shared_goal": True}
+PARITY = MLAGENTS_PARITY
 LR_3E4 = {"hyperparameters.learning_rate": 3e-4}
 RECURRENT = {"hyperparameters.learning_rate": 1e-3, "hyperparameters.batch_size": 64,
              "hyperparameters.buffer_size": 128,

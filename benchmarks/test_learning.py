@@ -16,23 +16,9 @@ from benchmarks.breaks import applied
 from benchmarks.cases import CASES, EVAL_SEED, Case
 from poca.adapters import make_env
 from poca.config import POCAConfig
+from poca.curves import steps_to_threshold
 from poca.evaluate import evaluate
 from poca.trainer import Trainer
-
-
-def mean_of_last(values, last: int) -> float:
-    return float(np.mean(values[-last:])) if len(values) else float("nan")
-
-
-def steps_to_threshold(log, threshold: float, last: int):
-    """Agent-steps at which the mean group return of the last `last` training episodes first
-    reached `threshold` (sample efficiency; the pass/fail gate is the final policy)."""
-    returns = np.array([r for _, r in log], dtype=float)
-    if len(returns) < last:
-        return None
-    window = np.convolve(returns, np.ones(last) / last, "valid")
-    hits = np.flatnonzero(window >= threshold - 1e-9)
-    return int(log[hits[0] + last - 1][0]) if len(hits) else None
 
 
 def _groupenvs_version() -> str:
@@ -88,8 +74,7 @@ def run_case(case: Case, seed: int, break_name: str | None = None) -> dict:
                                                      case.last),
             "final_return": final, "final_return_std": float(returns.std()),
             "eval_episodes": len(returns),
-            "training_return_last": mean_of_last([r for _, r in result.episode_log],
-                                                 case.last),
+            "training_return_last": result.mean_return(case.last),
             "wall_seconds": time.perf_counter() - start,
             "agent_steps_per_s": result.agent_steps / max(train_wall, 1e-9),
             "finished_at": time.time(), "episode_log": result.episode_log,

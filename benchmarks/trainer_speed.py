@@ -36,18 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
+from envs.goal import MLAGENTS_PARITY as PARITY
 from poca.config import POCAConfig
+from poca.curves import steps_to_threshold
 from poca.trainer import train
-
-PARITY = {"reward_mode": "mlagents", "shared_goal": True}
-
-
-def steps_to_threshold(log, threshold=0.9, last=20):
-    returns = [r for _, r in log]
-    for i in range(last - 1, len(log)):
-        if np.mean(returns[i - last + 1:i + 1]) >= threshold:
-            return log[i][0]
-    return None
 
 
 def timed(env_kwargs, config):
@@ -196,7 +188,7 @@ def main() -> None:
     for seed in seeds:
         result, wall = timed({}, POCAConfig.load("goal").override({"seed": seed}))
         rates.append(result.agent_steps / wall)
-        solved_at.append(steps_to_threshold(result.episode_log))
+        solved_at.append(steps_to_threshold(result.episode_log, 0.9))
     print(f"(a) Goal-v0, goal preset: {statistics.median(rates):,.0f} agent-steps/s median "
           f"({', '.join(f'{r:,.0f}' for r in rates)}); solved at {solved_at} agent-steps")
 
@@ -206,7 +198,7 @@ def main() -> None:
         for seed in seeds:
             config = POCAConfig.load("mlagents_test").override({"seed": seed})
             result, _ = timed(kwargs, config)
-            hit = steps_to_threshold(result.episode_log)
+            hit = steps_to_threshold(result.episode_log, 0.9)
             hits.append(hit)
             if hit is not None:
                 walls.append(timed(kwargs, config.override({"max_steps": hit}))[1])

@@ -50,7 +50,11 @@ def make_group(task: str, num_envs: int = 1, **kwargs) -> GroupEnv:
 
 
 def pettingzoo_id(task: str) -> str:
-    """PettingZoo's spelling of a task ID: "GoalMemory-v0" -> "groupenvs/goal_memory-v0"."""
+    """PettingZoo's spelling of a task ID.
+
+    >>> pettingzoo_id("GoalMemory-v0")
+    'groupenvs/goal_memory-v0'
+    """
     name, version = task.removeprefix("groupenvs/").rsplit("-", 1)
     return f"groupenvs/{re.sub(r'(?<!^)(?=[A-Z])', '_', name).lower()}-{version}"
 

@@ -61,6 +61,8 @@ class BatonPassGroup(grid.GridGroup):
     ## Arguments
     >>> import gymnasium, envs
     >>> env = gymnasium.make("groupenvs/BatonPass-v0", max_agents=6)
+    >>> env.reset(seed=0)[0]["alive"]  # six slots; one agent on the court at the start
+    array([1, 0, 0, 0, 0, 0], dtype=int8)
 
     | argument | default | meaning |
     |---|---|---|

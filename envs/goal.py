@@ -1,7 +1,47 @@
 """Goal: ML-Agents' multi-agent test environment, batched, with a group scoreboard.
 
 Rebuilt from the rules of ML-Agents' `MultiAgentEnvironment` (mlagents/trainers/tests/
-simple_test_envs.py).
+simple_test_envs.py). Defaults (`num_agents=2`, `action_sizes=(0, 1)`, `reward_mode="group"`):
+
+| | |
+|---|---|
+| Import | `import envs; pettingzoo.make("parallel", "groupenvs/goal-v0")` |
+| Actions | discrete, continuous or both (`action_sizes=(C, B)`) |
+| Parallel API | yes (the AEC form is registered too) |
+| Manual control | agent_0: `python -m envs.play Goal-v0 --render human --keyboard` |
+| Agents | `agents = ['agent_0', 'agent_1']` (`num_agents`: 1..64) |
+| Action shape | `Discrete(2)` (see 1.) |
+| Action values | 0: move by `-step_size`, 1: by `+step_size` (continuous: [-1, 1], clipped) |
+| Observation shape | `(3,)`: the goal, then the group scoreboard (see 2.) |
+| Observation values | [-1, 1]: goal -1 or +1, scoreboard fractions in [0, 1] (images: uint8) |
+| Agents leaving | an agent that reaches the edges terminates; see 3. for `death_mode` |
+
+1. `B` discrete branches of 2: `MultiDiscrete([2] * B)` for B > 1; `C` continuous dims:
+   `Box(-1, 1, (C,))`; both: a `Dict` with keys `continuous` and `discrete`.
+2. `(obs_size + 2,)`, `(obs_size,)` in `"mlagents"` mode (no scoreboard). With images
+   (`num_visual`, uint8 `visual_size`) or entity lists (`num_entity_lists`, `(max_entities,
+   entity_size)` in [-1, 1]) the observation is a `Dict` of those components.
+3. `death_mode="remove"` (the default): the agent is reported once, in the step it
+   ends, then leaves `agents`; `death_mode="absorb"` keeps it in `agents` with zero observations
+   and rewards until the group ends. In the batched core and the Gymnasium views its `alive`
+   entry turns False. The episode goes on until every agent has left (or `max_steps`).
+Gymnasium: `gymnasium.make("groupenvs/Goal-v0")` (joint control of the group);
+`gymnasium.make_vec(..., num_envs=N)` or `envs.make_group("Goal-v0", num_envs=N)` for batches.
+
+>>> import pettingzoo, envs
+>>> env = pettingzoo.make("parallel", "groupenvs/goal-v0")
+>>> env.possible_agents
+['agent_0', 'agent_1']
+>>> env.action_space("agent_0"), env.observation_space("agent_0")
+(Discrete(2), Box(-1.0, 1.0, (3,), float32))
+
+agent_0 always moves up and reaches the edge in 5 steps; agent_1 goes up and down and stays:
+
+>>> obs, infos = env.reset(seed=0)
+>>> for t in range(5):
+...     obs, rewards, terminations, truncations, infos = env.step({"agent_0": 1, "agent_1": t % 2})
+>>> terminations, env.agents
+({'agent_0': True, 'agent_1': False}, ['agent_1'])
 """
 
 from __future__ import annotations
@@ -14,6 +54,9 @@ from envs.core import GroupEnv, GroupSpec, ObsSpec, agent_any, agent_sum, check_
 TIME_PENALTY = 0.01
 SUCCESS_REWARD = 1.06  # ML-Agents: 1 + MIN_STEPS * TIME_PENALTY with MIN_STEPS = 6
 REWARD_MODES = ("group", "mlagents")
+# ML-Agents' test environment exactly (its rewards, one goal for the group): the settings of the
+# parity benchmark cases and tests
+MLAGENTS_PARITY = {"reward_mode": "mlagents", "shared_goal": True}
 _EDGE = 1.0 - 1e-5  # a coordinate within float error of +-1 sits on the edge
 _COST = np.float32(-TIME_PENALTY)
 
@@ -92,6 +135,27 @@ class GoalGroup(GroupEnv):
     | `max_entities` | 10 | rows of an entity list |
     | `entity_size` | 5 | columns of an entity list |
     | `show_steps` | None | goal shown in only this many first observations (GoalMemory-v0: 3) |
+
+    ## Vectorized environment
+    The class is batched itself: `GoalGroup(num_envs=N)` (`envs.make_group("Goal-v0",
+    num_envs=N)`) steps N independent groups at once, every array `[N, A, ...]` with an `alive`
+    mask `[N, A]`; a group that ends is reset within the same `step` (`final_obs` keeps its last
+    view), and env i plays the same episodes whatever N is. `gymnasium.make_vec(
+    "groupenvs/Goal-v0", num_envs=N)` wraps that core as a native `VectorEnv` (one joint
+    observation and action per group, no copies of the single-group env). Its autoreset mode is
+    `AutoresetMode.NEXT_STEP` by default, as Gymnasium's vector wrappers expect: an ended group
+    shows its last observation, and the next step ignores its action and returns the first
+    observation of its next episode with reward 0. `make_vec(..., autoreset_mode=
+    AutoresetMode.SAME_STEP)` returns the new episode at once and the ended one's last view in
+    `infos["final_obs"]`.
+
+    >>> vec = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=4)
+    >>> vec.num_envs, vec.metadata["autoreset_mode"]
+    (4, <AutoresetMode.NEXT_STEP: 'NextStep'>)
+    >>> vec.single_observation_space
+    Dict('alive': MultiBinary(2), 'vector': Box(-1.0, 1.0, (2, 3), float32))
+    >>> envs.make_group("Goal-v0", num_envs=4).reset(seed=0).alive.shape
+    (4, 2)
 
     ## Version History
     - v0: initial release.

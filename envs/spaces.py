@@ -45,6 +45,15 @@ def joint_observation_space(spec: GroupSpec, flat: bool = False) -> spaces.Space
 
 
 def agent_action_space(spec: GroupSpec) -> spaces.Space:
+    """One agent's action space: `Box` for continuous dims, `Discrete` for one branch or
+    `MultiDiscrete` for several, a `Dict` of both for hybrid actions.
+
+    >>> spec = GroupSpec(2, (ObsSpec("vector", "vector", (3,)),), 1, (2, 3), 100)
+    >>> agent_action_space(spec)
+    Dict('continuous': Box(-1.0, 1.0, (1,), float32), 'discrete': MultiDiscrete([2 3]))
+    >>> joint_action_space(spec, flat=True)  # agent-major: agent 0's entries, then agent 1's
+    Dict('continuous': Box(-1.0, 1.0, (2,), float32), 'discrete': MultiDiscrete([2 3 2 3]))
+    """
     C, branches = spec.action_sizes
     cont = spaces.Box(-1.0, 1.0, (C,), dtype=np.float32) if C else None
     if not branches:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from poca.networks import ActionDist, Actor
+from poca.networks import ActionDist, Actor, zero_memory
 
 
 @dataclass
@@ -45,44 +45,41 @@ class Acting:
         """Every episode starts over (after env.reset)."""
         self.continuing = torch.zeros(self.shape, dtype=torch.bool, device=self.device)
         self.group_continuing = torch.zeros(self.shape[0], dtype=torch.bool, device=self.device)
-        self.memory = None
-        if self.actor.memory is not None:
-            m = 2 * self.actor.memory.cell.hidden_size
-            self.memory = torch.zeros(*self.shape, m, device=self.device)
+        self.memory = zero_memory(self.actor.memory, *self.shape, device=self.device)
 
     @torch.no_grad()
     def act(self, step, deterministic: bool = False) -> Acted:
+        """Sample every slot's action for `step` (a `GroupStep`); alive slots' memories go on,
+        zeroed where an episode starts."""
         dev = self.device
-        obs = [torch.as_tensor(o, device=dev) for o in step.obs]
+        obs = [torch.as_tensor(view, device=dev) for view in step.obs]
         alive = torch.as_tensor(step.alive, device=dev)
         mask = None if step.action_mask is None else torch.as_tensor(step.action_mask, device=dev)
         starts = alive & ~self.continuing
-        memory = None
-        if self.memory is None:
-            dist, _ = self.actor(obs, mask)
-        else:
-            memory = torch.where(starts[..., None], 0.0, self.memory)
-            dist, self.memory = self.actor([o[None] for o in obs],
-                                           None if mask is None else mask[None],
-                                           memory, starts[None])
-            dist = _first_step(dist)
+        memory = None if self.memory is None else torch.where(starts[..., None], 0.0, self.memory)
+        # the time-major actor on a one-step sequence [1, E, A, ...] (memory or none)
+        dist, self.memory = self.actor([view[None] for view in obs],
+                                       None if mask is None else mask[None], memory, starts[None])
+        dist = _first_step(dist)
         cont, disc = dist.sample(self.generator, deterministic)
         actions = {}
         if cont is not None:
             actions["continuous"] = cont.cpu().numpy()  # the env clips to [-1, 1]
         if disc is not None:
             actions["discrete"] = disc.cpu().numpy()
-        return Acted(actions, obs, alive, mask, cont, disc, dist.log_prob(cont, disc), starts,
-                     ~self.group_continuing, memory)
+        return Acted(actions=actions, obs=obs, alive=alive, action_mask=mask, cont=cont,
+                     disc=disc, log_prob=dist.log_prob(cont, disc), starts=starts,
+                     group_starts=~self.group_continuing, memory=memory)
 
-    def observe(self, step, nxt) -> None:
-        """After env.step: which slots go on with the same episode at the next step."""
-        ended = nxt.terminated | nxt.truncated | nxt.group_done[:, None]
+    def observe(self, step, after) -> None:
+        """After env.step: which slots go on with the same episode at the next step (`step` the
+        one acted on, `after` what env.step returned)."""
+        ended = after.terminated | after.truncated | after.group_done[:, None]
         self.continuing = torch.as_tensor(step.alive & ~ended, device=self.device)
-        self.group_continuing = torch.as_tensor(~nxt.group_done, device=self.device)
+        self.group_continuing = torch.as_tensor(~after.group_done, device=self.device)
 
 
 def _first_step(dist: ActionDist) -> ActionDist:
     """A distribution over [1, E, A] -> the same over [E, A]."""
     return ActionDist(None if dist.mean is None else dist.mean[0], dist.log_std,
-                      [lg[0] for lg in dist.logits])
+                      [logits[0] for logits in dist.logits])

@@ -137,3 +137,51 @@ def _check_fields(path: Path, state: dict) -> None:
             fail(f"'{name}' must map parameter names to tensors")
     if state["agent_steps"] < 0:
         fail(f"'agent_steps' is {state['agent_steps']}")
+
+
+# --- a trainer's checkpoints ---------------------------------------------------------------------
+def trainer_state(trainer) -> dict:
+    """Everything `restore` needs to continue `trainer` (a `poca.trainer.Trainer`): only tensors
+    and plain values."""
+    return {"config": trainer.config.to_dict(), "env_id": trainer.env_id,
+            "env_kwargs": trainer.env_kwargs, "spec": spec_dict(trainer.spec),
+            "actor": trainer.actor.state_dict(), "critic": trainer.critic.state_dict(),
+            "optimizer": trainer.optimizer.state_dict(), "agent_steps": int(trainer.agent_steps),
+            "updates": int(trainer.updates), "episodes": int(trainer.episodes),
+            "episode_log": list(trainer.episode_log), "team_log": list(trainer.team_log),
+            "torch_rng": torch.get_rng_state(), "generator": trainer.generator.get_state()}
+
+
+def save_trainer(trainer, state: dict | None = None) -> Path:
+    """Write `state` (default: the trainer's current one) as step-N.pt and latest.pt in the
+    trainer's run folder, keeping the newest `keep_checkpoints` step files."""
+    if trainer.run_dir is None:
+        raise ValueError("this trainer has no run_dir to save checkpoints in")
+    state = trainer_state(trainer) if state is None else state
+    folder = trainer.run_dir / "checkpoints"
+    path = folder / f"step-{state['agent_steps']:09d}.pt"
+    save(path, state)
+    save(folder / "latest.pt", state)
+    for old in sorted(folder.glob("step-*.pt"))[:-trainer.config.keep_checkpoints]:
+        old.unlink()
+    trainer.last_checkpoint, trainer._saved_at = path, state["agent_steps"]
+    return path
+
+
+def restore(trainer, path: str | Path, state: dict | None = None) -> None:
+    """Put the checkpoint at `path` into `trainer`: networks, optimizer, counters and random
+    streams. `state`: that checkpoint when it was already read with `load`."""
+    state = load(path, trainer.spec, state)  # read once, or only checked
+    try:
+        trainer.actor.load_state_dict(state["actor"])
+        trainer.critic.load_state_dict(state["critic"])
+        trainer.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        trainer.generator.set_state(state["generator"])
+    except (RuntimeError, ValueError, KeyError, TypeError) as err:
+        raise CheckpointError(
+            f"{path} does not fit this network configuration: {one_line(err)}") from None
+    trainer.agent_steps, trainer.updates = state["agent_steps"], state["updates"]
+    trainer.episodes, trainer.episode_log = state["episodes"], list(state["episode_log"])
+    trainer.team_log = list(state["team_log"])
+    trainer.last_checkpoint, trainer._saved_at = Path(path), trainer.agent_steps

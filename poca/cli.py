@@ -75,27 +75,30 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--max-agents", type=int, help="agent slots, for PettingZoo envs that "
                        "add agents under new names")
 
-    ev = sub.add_parser("eval", help="mean and spread of the group return of a checkpoint")
-    ev.add_argument("env_id", help=ENV_HELP)
-    ev.add_argument("--checkpoint", type=Path, required=True)
-    ev.add_argument("--episodes", type=int, default=100)
-    ev.add_argument("--env-kwargs", type=_json_dict, help="default: those it was trained with")
-    ev.add_argument("--seed", type=int, default=12345)
+    ev = _checkpoint_parser(sub, "eval", "mean and spread of the group return of a checkpoint",
+                            episodes=100, seed=12345)
     ev.add_argument("--deterministic", action="store_true", help="most likely actions")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
     ev.add_argument("--max-agents", type=int, help="as for train")
 
-    pl = sub.add_parser("play", help="watch or record a trained group")
-    pl.add_argument("env_id", help=ENV_HELP)
-    pl.add_argument("--checkpoint", type=Path, required=True)
-    pl.add_argument("--episodes", type=int, default=3)
-    pl.add_argument("--env-kwargs", type=_json_dict, help="default: those it was trained with")
+    pl = _checkpoint_parser(sub, "play", "watch or record a trained group", episodes=3, seed=0)
     pl.add_argument("--render", choices=["human"], help="show a window")
     pl.add_argument("--record", type=Path, help="write a .gif (needs Pillow) or .mp4 (imageio)")
-    pl.add_argument("--seed", type=int, default=0)
     from poca import compare  # poca compare: the paper's critic comparison (poca/compare.py)
 
     compare.add_parser(sub)
+    return parser
+
+
+def _checkpoint_parser(sub, name: str, summary: str, episodes: int, seed: int):
+    """The arguments `eval` and `play` share: which env, which checkpoint, how many episodes."""
+    parser = sub.add_parser(name, help=summary)
+    parser.add_argument("env_id", help=ENV_HELP)
+    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--episodes", type=int, default=episodes)
+    parser.add_argument("--env-kwargs", type=_json_dict,
+                        help="default: those it was trained with")
+    parser.add_argument("--seed", type=int, default=seed)
     return parser
 
 

@@ -11,7 +11,6 @@ one after another, or in `--workers` processes.
 from __future__ import annotations
 
 import json
-import math
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from poca.config import CRITICS, POCAConfig
+from poca.curves import LAST, smoothed, steps_to_threshold
 
 EVAL_SEED = 1_000_003  # + the training seed: evaluation episodes never seen in training
 
@@ -70,7 +70,7 @@ def run(args) -> int:
     else:
         records = [_one_run(*job) for job in jobs]
     for r in records:
-        r["steps_to_threshold"] = _steps_to(r["curve"], args.threshold)
+        r["steps_to_threshold"] = steps_to_threshold(r["curve"], args.threshold)
         (out / f"{r['critic']}-seed{r['seed']}.json").write_text(json.dumps(r, indent=1))
     print(table(records, args.threshold))
     plot = _plot(records, out / "curves.png")
@@ -98,14 +98,6 @@ def _one_run(env_id, config: dict, env_kwargs, max_agents, eval_episodes, run_di
             "final_return": float(returns.mean()), "final_return_std": float(returns.std()),
             "eval_episodes": len(returns), "curve": scores, "config": config.to_dict(),
             "run_dir": run_dir}
-
-
-def _steps_to(curve, threshold: float | None, last: int = 20):
-    if threshold is None or len(curve) < last:
-        return None
-    window = np.convolve([r for _, r in curve], np.ones(last) / last, "valid")
-    hits = np.flatnonzero(window >= threshold - 1e-9)
-    return int(curve[hits[0] + last - 1][0]) if len(hits) else None
 
 
 def table(records: list[dict], threshold: float | None = None) -> str:
@@ -136,14 +128,14 @@ def _plot(records: list[dict], path: Path) -> Path | None:
     grid = np.linspace(0, top, 50)
     fig, ax = plt.subplots(figsize=(6, 3.5))
     for critic in dict.fromkeys(r["critic"] for r in records):
-        curves = np.array([_smoothed(r["curve"], grid) for r in records
+        curves = np.array([smoothed(r["curve"], grid) for r in records
                            if r["critic"] == critic])
         with warnings.catch_warnings():  # grid points before any episode ended: NaN, not drawn
             warnings.simplefilter("ignore", RuntimeWarning)
             mean, low, high = (f(curves, 0) for f in (np.nanmean, np.nanmin, np.nanmax))
         line, = ax.plot(grid, mean, label=f"{critic} ({len(curves)} seeds)")
         ax.fill_between(grid, low, high, alpha=0.2, color=line.get_color())
-    ax.set(xlabel="agent-steps", ylabel=f"{records[0]['score']} (last 20 episodes)",
+    ax.set(xlabel="agent-steps", ylabel=f"{records[0]['score']} (last {LAST} episodes)",
            title=records[0]["env_id"])
     ax.legend()
     fig.tight_layout()
@@ -151,10 +143,3 @@ def _plot(records: list[dict], path: Path) -> Path | None:
     plt.close(fig)
     return path
 
-
-def _smoothed(curve, grid, last: int = 20) -> np.ndarray:
-    """The mean of the last `last` episodes that ended by each grid point (NaN before any)."""
-    steps = np.array([s for s, _ in curve], dtype=float)
-    returns = np.array([r for _, r in curve], dtype=float)
-    ends = np.searchsorted(steps, grid, side="right")
-    return np.array([returns[max(0, n - last):n].mean() if n else math.nan for n in ends])

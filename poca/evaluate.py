@@ -40,12 +40,12 @@ def evaluate(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = F
     returns = np.zeros(env.num_envs)
     running = np.ones(env.num_envs, dtype=bool)
     while running.any():
-        nxt = env.step(acting.act(step, deterministic).actions)
-        acting.observe(step, nxt)
-        reward = nxt.group_reward + (nxt.reward.sum(axis=1) if team else 0.0)
+        after = env.step(acting.act(step, deterministic).actions)
+        acting.observe(step, after)
+        reward = after.group_reward + (after.reward.sum(axis=1) if team else 0.0)
         returns += np.where(running, reward, 0.0)
-        running &= ~nxt.group_done
-        step = nxt
+        running &= ~after.group_done
+        step = after
     return returns
 
 
@@ -77,16 +77,16 @@ def play(actor: Actor, env: GroupEnv, episodes: int, seed: int = 0, render: str 
         group = team = 0.0
         done = False
         while not done:
-            nxt = env.step(acting.act(step).actions)
-            acting.observe(step, nxt)
-            group += float(nxt.group_reward[0])
-            team += float(nxt.group_reward[0] + nxt.reward[0].sum())
-            done = bool(nxt.group_done[0])
+            after = env.step(acting.act(step).actions)
+            acting.observe(step, after)
+            group += float(after.group_reward[0])
+            team += float(after.group_reward[0] + after.reward[0].sum())
+            done = bool(after.group_done[0])
             for view in views:
-                view.step(nxt)
+                view.step(after)
                 if view.mode == "rgb_array":
                     frames.append(view.render())
-            step = nxt
+            step = after
         returns.append((group, team))
     for view in views:
         view.close()

@@ -21,6 +21,11 @@ def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
     return (x * mask).sum() / mask.sum().clamp(min=1)
 
 
+def linear_decay(initial: float, floor: float, step: int, max_steps: int) -> float:
+    """ML-Agents' linear schedule: from `initial` at step 0 to `floor` at `max_steps`."""
+    return (initial - floor) * (1 - min(step, max_steps) / max_steps) + floor
+
+
 def policy_loss(log_prob: Tensor, old_log_prob: Tensor, advantage: Tensor, mask: Tensor,
                 epsilon: float) -> Tensor:
     """Clipped surrogate, clipped per action component (each continuous dim, each branch).
@@ -43,11 +48,6 @@ def clipped_value_loss(estimate: Tensor, old_estimate: Tensor, target: Tensor, m
     """
     clipped = old_estimate + (estimate - old_estimate).clamp(-epsilon, epsilon)
     return masked_mean(torch.max((target - estimate) ** 2, (target - clipped) ** 2), mask)
-
-
-def linear_decay(initial: float, floor: float, step: int, max_steps: int) -> float:
-    """ML-Agents' linear schedule: from `initial` at step 0 to `floor` at `max_steps`."""
-    return (initial - floor) * (1 - min(step, max_steps) / max_steps) + floor
 
 
 def policy_diagnostics(log_prob: Tensor, old_log_prob: Tensor, mask: Tensor, epsilon: float,

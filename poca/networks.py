@@ -44,10 +44,10 @@ class ActionDist:
             cont = self.mean if deterministic else self.mean + noise * self.log_std.exp()
         if self.logits:
             disc = torch.stack([
-                lg.argmax(-1) if deterministic else torch.multinomial(
-                    lg.softmax(-1).reshape(-1, lg.shape[-1]), 1, generator=generator
-                ).view(lg.shape[:-1])
-                for lg in self.logits], dim=-1)
+                logits.argmax(-1) if deterministic else torch.multinomial(
+                    logits.softmax(-1).reshape(-1, logits.shape[-1]), 1, generator=generator
+                ).view(logits.shape[:-1])
+                for logits in self.logits], dim=-1)
         return cont, disc
 
     def log_prob(self, cont: Tensor | None, disc: Tensor | None) -> Tensor:
@@ -57,8 +57,8 @@ class ActionDist:
             std = self.log_std.exp()
             parts.append(-((cont - self.mean) ** 2) / (2 * std**2) - self.log_std
                          - 0.5 * math.log(2 * math.pi))
-        for b, lg in enumerate(self.logits):
-            parts.append(lg.log_softmax(-1).gather(-1, disc[..., b:b + 1]))
+        for branch, logits in enumerate(self.logits):
+            parts.append(logits.log_softmax(-1).gather(-1, disc[..., branch:branch + 1]))
         return torch.cat(parts, dim=-1)
 
     def entropy(self) -> Tensor:
@@ -67,8 +67,8 @@ class ActionDist:
         if self.mean is not None:
             per_dim = 0.5 + 0.5 * math.log(2 * math.pi) + self.log_std
             total = per_dim.mean().expand(self.mean.shape[:-1])
-        for lg in self.logits:
-            total = total + -(lg.softmax(-1) * lg.log_softmax(-1)).sum(-1)
+        for logits in self.logits:
+            total = total + -(logits.softmax(-1) * logits.log_softmax(-1)).sum(-1)
         return total
 
 
@@ -105,6 +105,21 @@ class Memory(nn.Module):
         return torch.stack(outputs), torch.stack(before), torch.stack(after)
 
 
+def zero_memory(memory: Memory | None, *batch: int, device=None) -> Tensor | None:
+    """The LSTM state [*batch, m] an episode starts from (h and c zero); None without memory."""
+    if memory is None:
+        return None
+    return torch.zeros(*batch, 2 * memory.cell.hidden_size, device=device)
+
+
+def memory_after_body(net: NetworkSettings) -> tuple[Memory | None, int]:
+    """The optional LSTM after a network's body (`network_settings.memory`), and the width of
+    what then reaches the heads."""
+    if net.memory is None:
+        return None, net.hidden_units
+    return Memory(net.hidden_units, net.memory.memory_size), net.memory.memory_size // 2
+
+
 def _unroll(memory_net: Memory, x: Tensor, memory: Tensor, starts: Tensor):
     """Run `memory_net` over x [L, *B, in] with memory [*B, m] and starts [L, *B]
     -> (outputs [L, *B, m / 2], memory before each step, memory after each step [L, *B, m])."""
@@ -125,8 +140,7 @@ class Actor(nn.Module):
         hidden = net.hidden_units
         self.encoder = ObservationEncoder(spec.obs, hidden, net.normalize, net.vis_encode_type)
         self.body = mlp(self.encoder.size, hidden, net.num_layers)
-        self.memory = Memory(hidden, net.memory.memory_size) if net.memory else None
-        out = net.memory.memory_size // 2 if net.memory else hidden
+        self.memory, out = memory_after_body(net)
         self.mu = nn.Linear(out, C) if C else None
         self.log_std = nn.Parameter(torch.zeros(C)) if C else None
         self.logits = nn.Linear(out, sum(branches)) if branches else None
@@ -143,15 +157,15 @@ class Actor(nn.Module):
         With memory, inputs are time-major [L, *batch, ...], memory [*batch, m], starts
         [L, *batch]; without, any leading dims.
         """
-        h = self.body(self.encoder(obs))
+        features = self.body(self.encoder(obs))
         final = None
         if self.memory is not None:
-            h, _, after = _unroll(self.memory, h, memory, starts)
+            features, _, after = _unroll(self.memory, features, memory, starts)
             final = after[-1]
-        mean = self.mu(h) if self.mu is not None else None
+        mean = self.mu(features) if self.mu is not None else None
         logits = []
         if self.logits is not None:
-            flat = self.logits(h)
+            flat = self.logits(features)
             if action_mask is not None:
                 flat = flat.masked_fill(~action_mask, -1e8)
             logits = list(flat.split(list(self.branches), dim=-1))
@@ -191,8 +205,7 @@ class Critic(nn.Module):
             raise ValueError(f"critic must be one of 'attention', 'absorbing', 'independent', "
                              f"got {kind!r}")
         self.body = mlp(hidden, hidden, net.num_layers)
-        self.memory = Memory(hidden, net.memory.memory_size) if net.memory else None
-        out = net.memory.memory_size // 2 if net.memory else hidden
+        self.memory, out = memory_after_body(net)
         # The head starts at zero, so V and every b_i start at 0: a randomly initialised head put
         # estimates far from the returns (explained variance -4.7 on group-hybrid Goal) and that
         # noise steered the first policy updates; starting at 0 doubled the seeds that solve it.
@@ -203,12 +216,13 @@ class Critic(nn.Module):
     def _head(self, pooled: Tensor, count: Tensor, memory, starts):
         """pooled [*, h], count [*] -> (estimates [*], (memory before, memory after each step)
         or (None, None) without memory)."""
-        h, states = self.body(pooled), (None, None)
+        features, states = self.body(pooled), (None, None)
         if self.memory is not None:
-            h, *states = _unroll(self.memory, h, memory, starts)
+            features, *states = _unroll(self.memory, features, memory, starts)
         # ML-Agents' agent-count feature, 2n/n_max - 1; n_max is the slot count of the task.
-        feature = 2 * count.to(h.dtype) / self.num_agents - 1
-        return self.head(torch.cat([h, feature.unsqueeze(-1)], -1)).squeeze(-1), states
+        count_feature = 2 * count.to(features.dtype) / self.num_agents - 1
+        return (self.head(torch.cat([features, count_feature.unsqueeze(-1)], -1)).squeeze(-1),
+                states)
 
     def value(self, obs: list[Tensor], alive: Tensor, memory: Tensor | None = None,
               starts: Tensor | None = None):
@@ -264,8 +278,8 @@ class Critic(nn.Module):
         enc = enc.reshape(-1, A, enc.shape[-1])
         alive = alive.reshape(-1, A)
         acts = [] if cont is None else [cont.reshape(-1, A, cont.shape[-1])]
-        acts += [F.one_hot(disc[..., b].reshape(-1, A), n).to(enc.dtype)
-                 for b, n in enumerate(self.branches)]
+        acts += [F.one_hot(disc[..., branch].reshape(-1, A), size).to(enc.dtype)
+                 for branch, size in enumerate(self.branches)]
         if self.kind == "absorbing":  # the absorbing input: zero observation and action
             keep = alive.unsqueeze(-1).to(enc.dtype)
             enc, acts = enc * keep, [a * keep for a in acts]

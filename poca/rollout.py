@@ -46,6 +46,23 @@ class Rollout:
         return int(self.alive.sum())
 
 
+@dataclass
+class Estimates:
+    """The critic over one rollout (`Trainer._estimates`), before any update."""
+
+    value: Tensor  # [T, E]: V(s_t) (independent critic: V_i, [T, E, A])
+    baseline: Tensor  # [T, E, A]: b_i(s_t, a_-i)
+    next_value: Tensor  # [T, E] (or [T, E, A]): the group value step t bootstraps from
+    critic_memory: Tensor | None  # [T, E, 1 + A, m]: before step t, per stream (V, each b_i)
+    stream_starts: Tensor  # bool [T, E, 1 + A]: where each stream starts an episode
+
+
+def team_reward(group_reward, reward):
+    """[T, E] (or [E]): what every agent of a group learns from, the group reward plus the sum
+    of the step's individual rewards (numpy or torch)."""
+    return group_reward + reward.sum(axis=-1)
+
+
 def next_values(value: Tensor, bootstrap: Tensor, final_value: Tensor, group_done: Tensor,
                 group_truncated: Tensor) -> Tensor:
     """[T, E]: the group value each step bootstraps from.
@@ -54,17 +71,11 @@ def next_values(value: Tensor, bootstrap: Tensor, final_value: Tensor, group_don
     truncated groups' final observations, in (t, e) order of `group_truncated`. Per-agent values
     (the independent critic: [T, E, A], [E, A], [n, A]) give [T, E, A].
     """
-    nxt = torch.cat([value[1:], bootstrap[None]], 0)
-    done = group_done.reshape(group_done.shape + (1,) * (nxt.dim() - group_done.dim()))
-    nxt = torch.where(done, torch.zeros_like(nxt), nxt)
-    nxt[group_truncated] = final_value
-    return nxt
-
-
-def team_reward(group_reward, reward):
-    """[T, E] (or [E]): what every agent of a group learns from, the group reward plus the sum
-    of the step's individual rewards (numpy or torch)."""
-    return group_reward + reward.sum(axis=-1)
+    following = torch.cat([value[1:], bootstrap[None]], 0)  # V(s_{t+1})
+    done = group_done.reshape(group_done.shape + (1,) * (following.dim() - group_done.dim()))
+    next_value = torch.where(done, torch.zeros_like(following), following)
+    next_value[group_truncated] = final_value
+    return next_value
 
 
 def posthumous_bootstrap(next_value: Tensor, alive: Tensor, group_done: Tensor) -> Tensor:
@@ -94,9 +105,9 @@ def lambda_returns(team_reward: Tensor, value: Tensor, next_value: Tensor, alive
     returns = torch.empty(alive.shape, dtype=value.dtype, device=value.device)
     later = torch.zeros(alive.shape[1:], dtype=value.dtype, device=value.device)
     for t in range(T - 1, -1, -1):
-        nv = next_value[t]
+        bootstrap = next_value[t]
         later = team_reward[t, :, None] + gamma * torch.where(
-            goes_on[t], (1 - lambd) * nv + lambd * later, nv)
+            goes_on[t], (1 - lambd) * bootstrap + lambd * later, bootstrap)
         returns[t] = later
     return returns
 
@@ -109,7 +120,12 @@ def normalized(x: Tensor, mask: Tensor) -> Tensor:
 
 def to_units(x: Tensor | None, length: int) -> Tensor | None:
     """[T, E, ...] -> [C * E, length, ...]: sequences of `length` steps of one env each, the
-    time axis zero-padded to a multiple of `length` (padded steps have alive = False)."""
+    time axis zero-padded to a multiple of `length` (padded steps have alive = False).
+
+    >>> x = torch.arange(6).reshape(3, 2)  # x[t, e] = 2 t + e: T = 3 steps of E = 2 envs
+    >>> to_units(x, 2).tolist()  # (steps 0-1, env 0), (steps 0-1, env 1), (step 2 + pad, env 0)...
+    [[0, 2], [1, 3], [4, 0], [5, 0]]
+    """
     if x is None:
         return None
     T, E = x.shape[:2]

@@ -214,5 +214,7 @@ def _diff(a: dict, b: dict, prefix: str = "") -> dict:
 
 def snapshot(trainer) -> dict:
     """The trainer's state as it is now, unaffected by what training does next."""
-    state = trainer.state()
+    from poca import checkpoint  # torch: only once a trainer exists
+
+    state = checkpoint.trainer_state(trainer)
     return {**state, **{k: copy.deepcopy(state[k]) for k in ("actor", "critic", "optimizer")}}

@@ -1,9 +1,10 @@
 """The MA-POCA loop: collect a batched rollout, compute returns, update, log, checkpoint.
 
-Read top to bottom: `collect` steps every env with the shared actor until the buffer holds more
-than `buffer_size` agent-steps; `update` evaluates the critic, computes per-agent lambda-returns
-and counterfactual advantages, and runs `num_epoch` epochs of minibatch Adam steps; `run` loops
-until `max_steps` agent-steps.
+Read top to bottom, in the order it runs: `run` loops until `max_steps` agent-steps; each pass
+`collect`s a rollout (every env stepped with the shared actor until the buffer holds more than
+`buffer_size` agent-steps), then `update`s on it: the critic's `_estimates`, per-agent
+lambda-returns and counterfactual advantages, and `num_epoch` epochs of minibatch Adam steps at
+the `schedules`' learning rate, epsilon and beta. Checkpoints are `poca.checkpoint`'s.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from poca import checkpoint, guards, runfolder
 from poca.acting import Acting
 from poca.adam import Adam
 from poca.config import POCAConfig
+from poca.curves import LAST, mean_of_last
 from poca.loss import (
     clipped_value_loss,
     explained_variance,
@@ -34,8 +36,9 @@ from poca.loss import (
     policy_diagnostics,
     policy_loss,
 )
-from poca.networks import Actor, Critic
+from poca.networks import Actor, Critic, zero_memory
 from poca.rollout import (
+    Estimates,
     Rollout,
     lambda_returns,
     next_values,
@@ -53,6 +56,9 @@ class TrainingDiverged(RuntimeError):
 
 @dataclass
 class TrainResult:
+    """What `Trainer.run` (and `train`) hand back: counters, the episode curves, where the last
+    checkpoint is."""
+
     agent_steps: int
     episodes: int
     episode_log: list[tuple[int, float]]  # (agent-steps when it ended, group return)
@@ -62,12 +68,11 @@ class TrainResult:
     interrupted: bool = False
     pays_group_reward: bool = True  # the env's: False makes the team return the headline
 
-    def mean_return(self, last: int = 20) -> float:
-        returns = [r for _, r in self.episode_log[-last:]]
-        return float(np.mean(returns)) if returns else math.nan
+    def mean_return(self, last: int = LAST) -> float:
+        return mean_of_last([r for _, r in self.episode_log[-last:]], last)
 
-    def mean_team_return(self, last: int = 20) -> float:
-        return float(np.mean(self.team_log[-last:])) if self.team_log else math.nan
+    def mean_team_return(self, last: int = LAST) -> float:
+        return mean_of_last(self.team_log, last)
 
 
 def _adam(params, lr: float) -> Adam:
@@ -88,6 +93,11 @@ def _per_agent(value: Tensor, like: Tensor) -> Tensor:
 
 
 class Trainer:
+    """MA-POCA on one batched `GroupEnv`: the shared actor, the critic (group value V and the
+    counterfactual baselines b_i), one Adam over both, and what persists between updates (the
+    env's current step, the actor's and critic's LSTM memories, counters and episode logs).
+    `run` trains; `load` continues from a checkpoint."""
+
     def __init__(self, env: GroupEnv, config: POCAConfig, run_dir: str | Path | None = None,
                  env_id: str = "", env_kwargs: dict | None = None, progress: bool = True):
         torch.set_num_threads(config.threads)
@@ -118,194 +128,9 @@ class Trainer:
         self._group_return = np.zeros(self.env.num_envs)
         self._team_return = np.zeros(self.env.num_envs)
         self.acting.reset()
-        self._critic_memory = None  # with memory: one LSTM state per env for V and each b_i
-        if self.critic.memory is not None:
-            m = 2 * self.critic.memory.cell.hidden_size
-            self._critic_memory = torch.zeros(self.env.num_envs, 1 + self.spec.num_agents, m,
-                                              device=self.device)
-
-    # --- collecting -----------------------------------------------------------------------------
-    def collect(self) -> Rollout:
-        """Step every env until the rollout holds more than `buffer_size` agent-steps."""
-        buffer_size = self.buffer_size
-        obs, acted_cols, env_cols = [], defaultdict(list), defaultdict(list)
-        final_obs, final_alive = [], []
-        collected, step = 0, self._step
-        while collected <= buffer_size:
-            acted = self.acting.act(step)
-            after = self.env.step(acted.actions)
-            self.acting.observe(step, after)
-            obs.append(acted.obs)
-            for name in ("alive", "cont", "disc", "log_prob", "action_mask", "starts",
-                         "group_starts"):
-                acted_cols[name].append(getattr(acted, name))
-            acted_cols["actor_memory"].append(acted.memory)
-            env_cols["team_reward"].append(team_reward(after.group_reward, after.reward))
-            env_cols["group_done"].append(after.group_done)
-            env_cols["group_truncated"].append(after.group_truncated)
-            if after.group_truncated.any():
-                rows = np.flatnonzero(after.group_truncated)
-                final_obs.append([o[rows] for o in after.final_obs])
-                final_alive.append(after.truncated[rows])
-            collected += int(step.alive.sum())
-            self._log_episodes(after, self.agent_steps + collected)
-            step = after
-        self._step = step
-        dev, A = self.device, self.spec.num_agents
-        return Rollout(
-            obs=[torch.stack(component) for component in zip(*obs, strict=False)],
-            **{name: None if col[0] is None else torch.stack(col)
-               for name, col in acted_cols.items()},
-            **{name: torch.as_tensor(np.stack(col), device=dev)
-               for name, col in env_cols.items()},
-            next_obs=[torch.as_tensor(o, device=dev) for o in step.obs],
-            next_alive=torch.as_tensor(step.alive, device=dev),
-            next_group_start=~self.acting.group_continuing,
-            final_obs=[torch.as_tensor(np.concatenate(component), device=dev)
-                       for component in zip(*final_obs, strict=False)],
-            final_alive=torch.as_tensor(np.concatenate(final_alive), device=dev)
-            if final_alive else torch.zeros((0, A), dtype=torch.bool, device=dev))
-
-    def _log_episodes(self, step, agent_steps: int) -> None:
-        self._group_return += step.group_reward
-        self._team_return += step.group_reward + step.reward.sum(axis=1)
-        for e in np.flatnonzero(step.group_done):
-            self.episode_log.append((agent_steps, float(self._group_return[e])))
-            self.team_log.append(float(self._team_return[e]))
-            self._group_return[e] = self._team_return[e] = 0.0
-            self.episodes += 1
-
-    # --- learning -------------------------------------------------------------------------------
-    def schedules(self) -> tuple[float, float, float]:
-        """(learning rate, epsilon, beta) at the current agent-step count."""
-        hp, t, T = self.config.hyperparameters, self.agent_steps, self.config.max_steps
-        decay = {"linear": lambda v, floor: linear_decay(v, floor, t, T),
-                 "constant": lambda v, floor: v}
-        return (decay[hp.learning_rate_schedule](hp.learning_rate, 1e-10),
-                decay[hp.epsilon_schedule](hp.epsilon, 0.1),
-                decay[hp.beta_schedule](hp.beta, 1e-5))
-
-    @torch.no_grad()
-    def _estimates(self, ro: Rollout):
-        """The critic over the whole rollout in one pass through time (carrying its memory over
-        from the last rollout): V [T, E], baselines [T, E, A], the group value each step
-        bootstraps from [T, E], the critic's memory before every step [T, E, 1 + A, m] (None
-        without memory), and where each of the 1 + A streams starts an episode [T, E, 1 + A]."""
-        stream_starts = torch.cat([ro.group_starts[..., None], ro.starts], -1)
-        value, baseline, (memory_before, memory_after) = self.critic(
-            ro.obs, ro.cont, ro.disc, ro.alive, self._critic_memory, stream_starts)
-        last = v_stream = None
-        if memory_after is not None:
-            last, v_stream = memory_after[-1], memory_after[..., 0, :]
-        self._critic_memory = last
-        bootstrap = self.critic.value([o[None] for o in ro.next_obs], ro.next_alive[None],
-                                      None if last is None else last[:, 0],
-                                      ro.next_group_start[None])[0][0]
-        final_value = value.new_zeros((0, *value.shape[2:]))  # [n] or, per agent, [n, A]
-        if ro.final_obs:  # time-limit endings: V of the final view, from the memory that the
-            # truncated step left behind (not the one zeroed for the next episode)
-            n = len(ro.final_alive)
-            final_value = self.critic.value(
-                [o[None] for o in ro.final_obs], ro.final_alive[None],
-                None if v_stream is None else v_stream[ro.group_truncated],
-                torch.zeros(1, n, dtype=torch.bool, device=self.device))[0][0]
-        next_value = next_values(value, bootstrap, final_value, ro.group_done,
-                                 ro.group_truncated)
-        return value, baseline, next_value, memory_before, stream_starts
-
-    def update(self, ro: Rollout) -> dict[str, float]:
-        """One MA-POCA update on a rollout: returns, advantages, then `num_epoch` epochs of
-        clipped-surrogate minibatch steps for the actor, V and the baselines together."""
-        cfg, hp = self.config, self.config.hyperparameters
-        # 1. Normalizer statistics see the new observations first (as in ML-Agents).
-        if cfg.network_settings.normalize:
-            for net in (self.actor, self.critic):
-                net.encoder.update_normalizers(ro.obs, ro.alive)
-        # 2. The critic's estimates, per-agent lambda-returns and counterfactual advantages.
-        value, baseline, next_value, critic_memory, stream_starts = self._estimates(ro)
-        reward = ro.team_reward * cfg.reward_signals.extrinsic.strength
-        per_agent = next_value.dim() == ro.alive.dim()  # critic: independent, V_i [T, E, A]
-        bootstrap = next_value if per_agent else posthumous_bootstrap(  # V_i is 0 once i left
-            next_value, ro.alive, ro.group_done)
-        returns = lambda_returns(reward, value, bootstrap, ro.alive, ro.group_done,
-                                 cfg.reward_signals.extrinsic.gamma, hp.lambd, cfg.time_horizon)
-        advantage = normalized(returns - baseline, ro.alive)
-
-        # 3. Minibatch units: sequences of `length` steps of one env (single steps without
-        # memory), each starting from the memories stored for its first step.
-        memory = cfg.network_settings.memory
-        length = memory.sequence_length if memory is not None else 1
-        units = {name: to_units(x, length) for name, x in {
-            "alive": ro.alive, "cont": ro.cont, "disc": ro.disc, "mask": ro.action_mask,
-            "old_log_prob": ro.log_prob, "old_value": value, "old_baseline": baseline,
-            "returns": returns, "advantage": advantage, "starts": ro.starts,
-            "stream_starts": stream_starts}.items()}
-        obs_units = [to_units(o, length) for o in ro.obs]
-        first_memory = {name: None if x is None else to_units(x, length)[:, 0]
-                        for name, x in (("actor", ro.actor_memory), ("critic", critic_memory))}
-
-        def time_major(x, idx):  # [n, L, ...] -> [L, n, ...]
-            return None if x is None else x[idx].transpose(0, 1)
-
-        # 4. Epochs of minibatch steps on the joint loss.
-        lr, epsilon, beta = self.schedules()
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        n_batches = max(1, ro.agent_steps // self.batch_size)
-        sums: dict[str, Tensor] = defaultdict(float)
-        for _ in range(hp.num_epoch):
-            order = torch.randperm(len(units["alive"]), generator=self.generator,
-                                   device=self.device)
-            for idx in order.chunk(n_batches):
-                mb = {name: time_major(x, idx) for name, x in units.items()}
-                mb_obs = [time_major(x, idx) for x in obs_units]
-                mb_memory = {name: None if x is None else x[idx]
-                             for name, x in first_memory.items()}
-                alive, returns_mb = mb["alive"], mb["returns"]
-                dist, _ = self.actor(mb_obs, mb["mask"], mb_memory["actor"], mb["starts"])
-                new_value, new_baseline, _ = self.critic(
-                    mb_obs, mb["cont"], mb["disc"], alive, mb_memory["critic"],
-                    mb["stream_starts"])
-                log_prob = dist.log_prob(mb["cont"], mb["disc"])
-                losses = {
-                    "policy_loss": policy_loss(log_prob, mb["old_log_prob"], mb["advantage"],
-                                               alive, epsilon),
-                    # V is the group's estimate, regressed on each agent's return
-                    "value_loss": clipped_value_loss(
-                        _per_agent(new_value, returns_mb), _per_agent(mb["old_value"], returns_mb),
-                        returns_mb, alive, epsilon),
-                    "baseline_loss": clipped_value_loss(new_baseline, mb["old_baseline"],
-                                                        returns_mb, alive, epsilon),
-                    "entropy": masked_mean(dist.entropy(), alive),
-                }
-                loss = (losses["policy_loss"]
-                        + VALUE_COEF * (losses["value_loss"]
-                                        + BASELINE_COEF * losses["baseline_loss"])
-                        - beta * losses["entropy"])
-                if not torch.isfinite(loss):
-                    raise TrainingDiverged(self._diverged_message("loss"))
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                self.optimizer.step()
-                diagnostics = policy_diagnostics(log_prob.detach(), mb["old_log_prob"], alive,
-                                                 epsilon, self.spec.continuous_size)
-                for name, val in {**losses, **diagnostics}.items():
-                    sums[name] = sums[name] + val.detach()
-        if not all(torch.isfinite(p).all() for p in self.params):
-            raise TrainingDiverged(self._diverged_message("a parameter"))
-        self.updates += 1
-        n = hp.num_epoch * n_batches
-        return {**{name: float(total) / n for name, total in sums.items()},
-                "explained_variance_value": explained_variance(
-                    _per_agent(value, returns), returns, ro.alive),
-                "explained_variance_baseline": explained_variance(baseline, returns, ro.alive),
-                "learning_rate": lr, "epsilon": epsilon, "beta": beta,
-                "value_estimate": float(value[ro.alive if per_agent else ro.alive.any(-1)].mean())}
-
-    def _diverged_message(self, what: str) -> str:
-        last = self.last_checkpoint or "none written yet"
-        return (f"{what} became NaN/inf at agent-step {self.agent_steps} (update "
-                f"{self.updates}); training stopped. Last good checkpoint: {last}")
+        # with memory: one LSTM state per env for V and each b_i (None without)
+        self._critic_memory = zero_memory(self.critic.memory, self.env.num_envs,
+                                          1 + self.spec.num_agents, device=self.device)
 
     # --- the loop -------------------------------------------------------------------------------
     def run(self, until=None) -> TrainResult:
@@ -360,7 +185,7 @@ class Trainer:
                             self.agent_steps - self._saved_at >= cfg.checkpoint_interval
                             or time.monotonic() - saved_time >= runfolder.SAVE_EVERY_SECONDS):
                         with signals.held():
-                            self.save()
+                            checkpoint.save_trainer(self)
                         saved_time = time.monotonic()
                     if until is not None and until(self):
                         break
@@ -375,58 +200,215 @@ class Trainer:
                     with signals.held(then_raise=False):  # a second Ctrl-C waits for this
                         if safe is not None or self._saved_at != self.agent_steps \
                                 or self.last_checkpoint is None:
-                            self.save(safe)
+                            checkpoint.save_trainer(self, safe)
         done = safe or {"agent_steps": self.agent_steps, "episodes": self.episodes,
                         "episode_log": self.episode_log, "team_log": self.team_log}
-        return TrainResult(done["agent_steps"], done["episodes"], list(done["episode_log"]),
-                           list(done["team_log"]), time.perf_counter() - start,
-                           self.last_checkpoint, interrupted, self.env.pays_group_reward)
+        return TrainResult(agent_steps=done["agent_steps"], episodes=done["episodes"],
+                           episode_log=list(done["episode_log"]), team_log=list(done["team_log"]),
+                           wall_seconds=time.perf_counter() - start,
+                           checkpoint=self.last_checkpoint, interrupted=interrupted,
+                           pays_group_reward=self.env.pays_group_reward)
 
-    # --- checkpoints ----------------------------------------------------------------------------
-    def state(self) -> dict:
-        """Everything `load` needs to continue: only tensors and plain values (see
-        `poca.checkpoint`)."""
-        return {"config": self.config.to_dict(), "env_id": self.env_id,
-                "env_kwargs": self.env_kwargs, "spec": checkpoint.spec_dict(self.spec),
-                "actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "agent_steps": int(self.agent_steps),
-                "updates": int(self.updates), "episodes": int(self.episodes),
-                "episode_log": list(self.episode_log), "team_log": list(self.team_log),
-                "torch_rng": torch.get_rng_state(), "generator": self.generator.get_state()}
+    # --- collecting -----------------------------------------------------------------------------
+    def collect(self) -> Rollout:
+        """Step every env until the rollout holds more than `buffer_size` agent-steps."""
+        buffer_size = self.buffer_size
+        obs, acted_cols, env_cols = [], defaultdict(list), defaultdict(list)
+        final_obs, final_alive = [], []
+        collected, step = 0, self._step
+        while collected <= buffer_size:
+            acted = self.acting.act(step)
+            after = self.env.step(acted.actions)
+            self.acting.observe(step, after)
+            obs.append(acted.obs)
+            for name in ("alive", "cont", "disc", "log_prob", "action_mask", "starts",
+                         "group_starts"):
+                acted_cols[name].append(getattr(acted, name))
+            acted_cols["actor_memory"].append(acted.memory)
+            env_cols["team_reward"].append(team_reward(after.group_reward, after.reward))
+            env_cols["group_done"].append(after.group_done)
+            env_cols["group_truncated"].append(after.group_truncated)
+            if after.group_truncated.any():
+                rows = np.flatnonzero(after.group_truncated)
+                final_obs.append([view[rows] for view in after.final_obs])
+                final_alive.append(after.truncated[rows])
+            collected += int(step.alive.sum())
+            self._log_episodes(after, self.agent_steps + collected)
+            step = after
+        self._step = step
+        device = self.device
+        return Rollout(
+            obs=[torch.stack(component) for component in zip(*obs, strict=False)],
+            **{name: None if col[0] is None else torch.stack(col)
+               for name, col in acted_cols.items()},
+            **{name: torch.as_tensor(np.stack(col), device=device)
+               for name, col in env_cols.items()},
+            next_obs=[torch.as_tensor(view, device=device) for view in step.obs],
+            next_alive=torch.as_tensor(step.alive, device=device),
+            next_group_start=~self.acting.group_continuing,
+            final_obs=[torch.as_tensor(np.concatenate(component), device=device)
+                       for component in zip(*final_obs, strict=False)],
+            final_alive=torch.as_tensor(np.concatenate(final_alive), device=device)
+            if final_alive else torch.zeros((0, self.spec.num_agents), dtype=torch.bool,
+                                            device=device))
 
-    def save(self, state: dict | None = None) -> Path:
-        """Write `state` (default: the current one) as step-N.pt and latest.pt."""
-        if self.run_dir is None:
-            raise ValueError("this trainer has no run_dir to save checkpoints in")
-        state = self.state() if state is None else state
-        folder = self.run_dir / "checkpoints"
-        path = folder / f"step-{state['agent_steps']:09d}.pt"
-        checkpoint.save(path, state)
-        checkpoint.save(folder / "latest.pt", state)
-        for old in sorted(folder.glob("step-*.pt"))[:-self.config.keep_checkpoints]:
-            old.unlink()
-        self.last_checkpoint, self._saved_at = path, state["agent_steps"]
-        return path
+    def _log_episodes(self, step, agent_steps: int) -> None:
+        """Add the step's rewards to each env's running returns; log the episodes it ended."""
+        self._group_return += step.group_reward
+        self._team_return += step.group_reward + step.reward.sum(axis=1)
+        for env_index in np.flatnonzero(step.group_done):
+            self.episode_log.append((agent_steps, float(self._group_return[env_index])))
+            self.team_log.append(float(self._team_return[env_index]))
+            self._group_return[env_index] = self._team_return[env_index] = 0.0
+            self.episodes += 1
 
+    # --- learning -------------------------------------------------------------------------------
+    @torch.no_grad()
+    def _estimates(self, ro: Rollout) -> Estimates:
+        """The critic over the whole rollout in one pass through time, carrying its memory over
+        from the last rollout (see `Estimates`)."""
+        stream_starts = torch.cat([ro.group_starts[..., None], ro.starts], -1)
+        value, baseline, (memory_before, memory_after) = self.critic(
+            ro.obs, ro.cont, ro.disc, ro.alive, self._critic_memory, stream_starts)
+        last_memory = value_memory = None  # after the last step; the V stream's after each step
+        if memory_after is not None:
+            last_memory, value_memory = memory_after[-1], memory_after[..., 0, :]
+        self._critic_memory = last_memory
+        bootstrap, _ = self.critic.value(  # V after the last step, as a one-step sequence
+            [view[None] for view in ro.next_obs], ro.next_alive[None],
+            None if last_memory is None else last_memory[:, 0], ro.next_group_start[None])
+        final_value = value.new_zeros((1, 0, *value.shape[2:]))  # [1, n] or per agent [1, n, A]
+        if ro.final_obs:  # time-limit endings: V of the final view, from the memory that the
+            # truncated step left behind (not the one zeroed for the next episode)
+            final_value, _ = self.critic.value(
+                [view[None] for view in ro.final_obs], ro.final_alive[None],
+                None if value_memory is None else value_memory[ro.group_truncated],
+                torch.zeros(1, len(ro.final_alive), dtype=torch.bool, device=self.device))
+        next_value = next_values(value, bootstrap[0], final_value[0], ro.group_done,
+                                 ro.group_truncated)
+        return Estimates(value=value, baseline=baseline, next_value=next_value,
+                         critic_memory=memory_before, stream_starts=stream_starts)
+
+    def update(self, ro: Rollout) -> dict[str, float]:
+        """One MA-POCA update on a rollout: returns, advantages, then `num_epoch` epochs of
+        clipped-surrogate minibatch steps for the actor, V and the baselines together.
+        Returns the epoch-mean losses and diagnostics that metrics.csv logs."""
+        cfg, hp = self.config, self.config.hyperparameters
+        # 1. Normalizer statistics see the new observations first (as in ML-Agents).
+        if cfg.network_settings.normalize:
+            for net in (self.actor, self.critic):
+                net.encoder.update_normalizers(ro.obs, ro.alive)
+
+        # 2. The critic's estimates, per-agent lambda-returns and counterfactual advantages.
+        est = self._estimates(ro)
+        reward = ro.team_reward * cfg.reward_signals.extrinsic.strength
+        per_agent = est.next_value.dim() == ro.alive.dim()  # critic: independent, V_i [T, E, A]
+        bootstrap = est.next_value if per_agent else posthumous_bootstrap(  # V_i = 0 once i left
+            est.next_value, ro.alive, ro.group_done)
+        returns = lambda_returns(reward, est.value, bootstrap, ro.alive, ro.group_done,
+                                 cfg.reward_signals.extrinsic.gamma, hp.lambd, cfg.time_horizon)
+        advantage = normalized(returns - est.baseline, ro.alive)
+
+        # 3. Minibatch units: sequences of `length` steps of one env (single steps without
+        # memory), each starting from the memories stored for its first step.
+        memory = cfg.network_settings.memory
+        length = memory.sequence_length if memory is not None else 1
+        units = {name: to_units(tensor, length) for name, tensor in {
+            "alive": ro.alive, "cont": ro.cont, "disc": ro.disc, "mask": ro.action_mask,
+            "old_log_prob": ro.log_prob, "old_value": est.value, "old_baseline": est.baseline,
+            "returns": returns, "advantage": advantage, "starts": ro.starts,
+            "stream_starts": est.stream_starts}.items()}
+        obs_units = [to_units(view, length) for view in ro.obs]
+        first_memory = {name: None if tensor is None else to_units(tensor, length)[:, 0]
+                        for name, tensor in (("actor", ro.actor_memory),
+                                             ("critic", est.critic_memory))}
+
+        def time_major(tensor, idx):  # units [n, L, ...] -> minibatch [L, len(idx), ...]
+            return None if tensor is None else tensor[idx].transpose(0, 1)
+
+        # 4. Epochs of minibatch steps on the joint loss, at the scheduled lr, epsilon and beta.
+        lr, epsilon, beta = self.schedules()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        n_batches = max(1, ro.agent_steps // self.batch_size)
+        sums: dict[str, Tensor] = defaultdict(float)
+        for _ in range(hp.num_epoch):
+            order = torch.randperm(len(units["alive"]), generator=self.generator,
+                                   device=self.device)
+            for idx in order.chunk(n_batches):
+                mb = {name: time_major(tensor, idx) for name, tensor in units.items()}
+                mb_obs = [time_major(view, idx) for view in obs_units]
+                mb_memory = {name: None if tensor is None else tensor[idx]
+                             for name, tensor in first_memory.items()}
+                alive, mb_returns = mb["alive"], mb["returns"]
+                dist, _ = self.actor(mb_obs, mb["mask"], mb_memory["actor"], mb["starts"])
+                new_value, new_baseline, _ = self.critic(
+                    mb_obs, mb["cont"], mb["disc"], alive, mb_memory["critic"],
+                    mb["stream_starts"])
+                log_prob = dist.log_prob(mb["cont"], mb["disc"])
+                losses = {
+                    "policy_loss": policy_loss(log_prob, mb["old_log_prob"], mb["advantage"],
+                                               alive, epsilon),
+                    # V is the group's estimate, regressed on each agent's return
+                    "value_loss": clipped_value_loss(
+                        _per_agent(new_value, mb_returns), _per_agent(mb["old_value"], mb_returns),
+                        mb_returns, alive, epsilon),
+                    "baseline_loss": clipped_value_loss(new_baseline, mb["old_baseline"],
+                                                        mb_returns, alive, epsilon),
+                    "entropy": masked_mean(dist.entropy(), alive),
+                }
+                loss = (losses["policy_loss"]
+                        + VALUE_COEF * (losses["value_loss"]
+                                        + BASELINE_COEF * losses["baseline_loss"])
+                        - beta * losses["entropy"])
+                if not torch.isfinite(loss):
+                    raise TrainingDiverged(self._diverged_message("loss"))
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optimizer.step()
+                diagnostics = policy_diagnostics(log_prob.detach(), mb["old_log_prob"], alive,
+                                                 epsilon, self.spec.continuous_size)
+                for name, metric in {**losses, **diagnostics}.items():
+                    sums[name] = sums[name] + metric.detach()
+
+        # 5. Check the parameters; report epoch means and how well the critic explains returns.
+        if not all(torch.isfinite(param).all() for param in self.params):
+            raise TrainingDiverged(self._diverged_message("a parameter"))
+        self.updates += 1
+        n_steps = hp.num_epoch * n_batches
+        value, baseline = est.value, est.baseline
+        return {**{name: float(total) / n_steps for name, total in sums.items()},
+                "explained_variance_value": explained_variance(
+                    _per_agent(value, returns), returns, ro.alive),
+                "explained_variance_baseline": explained_variance(baseline, returns, ro.alive),
+                "learning_rate": lr, "epsilon": epsilon, "beta": beta,
+                "value_estimate": float(value[ro.alive if per_agent else ro.alive.any(-1)].mean())}
+
+    def schedules(self) -> tuple[float, float, float]:
+        """(learning rate, epsilon, beta) at the current agent-step count: each constant or
+        decaying linearly to its floor at `max_steps`, as ML-Agents schedules them."""
+        hp = self.config.hyperparameters
+
+        def scheduled(kind: str, initial: float, floor: float) -> float:
+            if kind == "constant":
+                return initial
+            return linear_decay(initial, floor, self.agent_steps, self.config.max_steps)
+
+        return (scheduled(hp.learning_rate_schedule, hp.learning_rate, 1e-10),
+                scheduled(hp.epsilon_schedule, hp.epsilon, 0.1),
+                scheduled(hp.beta_schedule, hp.beta, 1e-5))
+
+    def _diverged_message(self, what: str) -> str:
+        last = self.last_checkpoint or "none written yet"
+        return (f"{what} became NaN/inf at agent-step {self.agent_steps} (update "
+                f"{self.updates}); training stopped. Last good checkpoint: {last}")
+
+    # --- checkpoints (the I/O is poca/checkpoint.py's) ----------------------------------------
     def load(self, path: str | Path, state: dict | None = None) -> None:
         """Continue from a checkpoint: networks, optimizer, counters and random streams.
 
         `state`: the checkpoint at `path` when it was already read with `checkpoint.load`."""
-        state = checkpoint.load(path, self.spec, state)  # read once, or only checked
-        try:
-            self.actor.load_state_dict(state["actor"])
-            self.critic.load_state_dict(state["critic"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            torch.set_rng_state(state["torch_rng"])
-            self.generator.set_state(state["generator"])
-        except (RuntimeError, ValueError, KeyError, TypeError) as err:
-            raise checkpoint.CheckpointError(
-                f"{path} does not fit this network configuration: {checkpoint.one_line(err)}"
-            ) from None
-        self.agent_steps, self.updates = state["agent_steps"], state["updates"]
-        self.episodes, self.episode_log = state["episodes"], list(state["episode_log"])
-        self.team_log = list(state["team_log"])
-        self.last_checkpoint, self._saved_at = Path(path), self.agent_steps
+        checkpoint.restore(self, path, state)
         # Episodes in flight are not saved: the envs restart from a seed tied to the update count.
         self._start_env(seed=self.config.seed + 1_000_003 * self.updates)
 
@@ -471,10 +453,8 @@ class _MetricsWriter:
     def progress(self, trainer, stats) -> None:
         if self.bar is not None:
             self.bar.update(min(trainer.agent_steps, self.bar.total) - self.bar.n)  # no overshoot
-            recent = [r for _, r in trainer.episode_log[-20:]]
-            team = trainer.team_log[-20:]
-            scores = [("group_return", f"{np.mean(recent):+.3f}" if recent else "n/a"),
-                      ("team_return", f"{np.mean(team):+.3f}" if team else "n/a")]
+            scores = [("group_return", _shown(_mean_group_return(trainer))),
+                      ("team_return", _shown(mean_of_last(trainer.team_log)))]
             if not trainer.env.pays_group_reward:  # lead with the score the env is about
                 scores.reverse()
             self.bar.set_postfix({"episodes": trainer.episodes, **dict(scores),  # in this order
@@ -483,20 +463,18 @@ class _MetricsWriter:
                                   "steps_per_s": f"{self._rate(trainer):,.0f}"})
 
     def summary(self, trainer, stats) -> None:
-        recent = [r for _, r in trainer.episode_log[-20:]]
         row = {"agent_steps": trainer.agent_steps, "episodes": trainer.episodes,
-               "mean_group_return": float(np.mean(recent)) if recent else math.nan,
-               "mean_team_return": float(np.mean(trainer.team_log[-20:]))
-               if trainer.team_log else math.nan,
+               "mean_group_return": _mean_group_return(trainer),
+               "mean_team_return": mean_of_last(trainer.team_log),
                "agent_steps_per_s": self._rate(trainer),
                "wall_s": time.perf_counter() - self.start, **stats}
         if self.csv is not None:
             self.csv.writerow(row)
             self.file.flush()
         if self.tb is not None:
-            for k, v in row.items():
-                if k != "agent_steps":
-                    self.tb.add_scalar(k, v, trainer.agent_steps)
+            for name, number in row.items():
+                if name != "agent_steps":
+                    self.tb.add_scalar(name, number, trainer.agent_steps)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -505,6 +483,14 @@ class _MetricsWriter:
             self.file.close()
         if self.tb is not None:
             self.tb.close()
+
+
+def _mean_group_return(trainer) -> float:
+    return mean_of_last([r for _, r in trainer.episode_log[-LAST:]])
+
+
+def _shown(mean: float) -> str:
+    return "n/a" if math.isnan(mean) else f"{mean:+.3f}"
 
 
 def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = None,

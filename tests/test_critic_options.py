@@ -105,7 +105,8 @@ def test_independent_bootstraps_an_agent_that_left_from_zero():
     trainer = Trainer(env, config, progress=False)
     torch.nn.init.normal_(trainer.critic.head.weight)  # the head starts at 0
     ro = trainer.collect()
-    value, baseline, next_value, _, _ = trainer._estimates(ro)
+    est = trainer._estimates(ro)
+    value, next_value = est.value, est.next_value
     assert value.shape == next_value.shape == ro.alive.shape
     next_alive = torch.cat([ro.alive[1:], ro.next_alive[None]])
     left = ro.alive & ~next_alive & ~ro.group_done[..., None]
@@ -121,7 +122,8 @@ def test_attention_and_absorbing_keep_posthumous_credit():
         config = POCAConfig.load("goal").override({"critic": critic, "num_envs": 8})
         trainer = Trainer(make_env("Goal-v0", 8, {"num_agents": 3}), config, progress=False)
         ro = trainer.collect()
-        value, _, next_value, _, _ = trainer._estimates(ro)
+        est = trainer._estimates(ro)
+        value, next_value = est.value, est.next_value
         assert value.shape == next_value.shape == ro.group_done.shape  # one group value
 
 

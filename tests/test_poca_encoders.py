@@ -1,10 +1,10 @@
 """Encoders for images and entity lists, and LSTM memory over chunked sequences."""
 
-import numpy as np
 import pytest
 import torch
 
 from envs.core import GroupSpec, ObsSpec
+from envs.goal import MLAGENTS_PARITY
 from poca.adapters import make_env
 from poca.config import MemorySettings, NetworkSettings, POCAConfig
 from poca.encoders import EntityEncoder, ImageEncoder, ObservationEncoder
@@ -105,6 +105,5 @@ def test_memory_task_needs_the_lstm(tmp_path):
 def test_visual_and_entity_observations_train():
     config = POCAConfig.load("mlagents_test").override({"hyperparameters.learning_rate": 3e-4})
     for task, kw in (("GoalVisual-v0", {}), ("GoalEntities-v0", {"num_vector": 0})):
-        result = train(task, config, {"reward_mode": "mlagents", "shared_goal": True, **kw})
-        returns = [r for _, r in result.episode_log[-20:]]
-        assert np.mean(returns) >= 0.9, (task, returns)
+        result = train(task, config, {**MLAGENTS_PARITY, **kw})
+        assert result.mean_return() >= 0.9, (task, result.episode_log[-20:])

@@ -2,28 +2,17 @@
 
 import json
 
-import numpy as np
 import pytest
 import torch
 
+from envs.goal import MLAGENTS_PARITY as PARITY
 from poca import checkpoint
 from poca.adapters import make_env
 from poca.cli import main
 from poca.config import POCAConfig
+from poca.curves import steps_to_threshold
 from poca.evaluate import evaluate, load_actor
 from poca.trainer import Trainer, TrainingDiverged, train
-
-PARITY = {"reward_mode": "mlagents", "shared_goal": True}
-
-
-def steps_to(log, threshold=0.9, last=20):
-    """Agent-steps at which the mean group return of the last `last` episodes first reached
-    `threshold` (None if never)."""
-    returns = [r for _, r in log]
-    for i in range(last - 1, len(log)):
-        if np.mean(returns[i - last + 1:i + 1]) >= threshold:
-            return log[i][0]
-    return None
 
 
 @pytest.mark.parametrize("action_sizes", [(0, 1), (1, 0)], ids=["discrete", "continuous"])
@@ -31,12 +20,12 @@ def test_solves_mlagents_parity_case_within_mlagents_budget(action_sizes):
     config = POCAConfig.load("mlagents_test")
     result = train("Goal-v0", config, {**PARITY, "action_sizes": action_sizes})
     assert result.agent_steps <= 3000 + 100
-    assert steps_to(result.episode_log) is not None, result.episode_log[-20:]
+    assert steps_to_threshold(result.episode_log, 0.9) is not None, result.episode_log[-20:]
 
 
 def test_solves_group_reward_mode_within_20k():
     result = train("Goal-v0", POCAConfig.load("goal"))
-    assert steps_to(result.episode_log) <= 20_000
+    assert steps_to_threshold(result.episode_log, 0.9) <= 20_000
 
 
 def small_config(**over):

@@ -31,7 +31,7 @@ def test_recurrent_truncation_bootstraps_from_the_episodes_own_memory():
     ro = trainer.collect()
     assert ro.group_truncated.any()
     carried = trainer._critic_memory.clone()
-    next_value = trainer._estimates(ro)[2]
+    next_value = trainer._estimates(ro).next_value
     critic, checked = trainer.critic, 0
     for k, (t, e) in enumerate(ro.group_truncated.nonzero().tolist()):
         begun = ro.group_starts[: t + 1, e].nonzero().flatten()
@@ -54,8 +54,9 @@ def test_terminated_and_ongoing_bootstraps_without_memory():
     the last step of the rollout from V of the next observation."""
     trainer = _trainer("Goal-v0", {"max_steps": 9})
     ro = trainer.collect()
-    value, _, next_value, memory, _ = trainer._estimates(ro)
-    assert memory is None
+    est = trainer._estimates(ro)
+    value, next_value = est.value, est.next_value
+    assert est.critic_memory is None
     done, trunc = ro.group_done, ro.group_truncated
     assert (done & ~trunc).any() and trunc.any()
     assert torch.all(next_value[done & ~trunc] == 0)
