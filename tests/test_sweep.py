@@ -1,6 +1,6 @@
 """Sweeps on Ray (`--ray`) give the records of the same runs made locally (skips without Ray).
 
-Ray runs in a child process (`ray.init()` on this machine, two CPUs), as a user starts it."""
+Ray runs in a child process (`ray.init()` on this machine), as a user starts it."""
 
 import json
 import os
@@ -18,7 +18,7 @@ TIMING = {"wall_seconds", "agent_steps_per_s", "finished_at", "wall_s", "run_dir
 
 def _child(args, tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
-        "PYTHONPATH", "")]), "RAY_NUM_CPUS": "2", "PYTHONWARNINGS": "ignore"}
+        "PYTHONPATH", "")]), "PYTHONWARNINGS": "ignore"}
     env.pop("RAY_ADDRESS", None)  # this machine, not a cluster the user happens to name
     done = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
