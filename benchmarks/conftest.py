@@ -129,24 +129,31 @@ def pytest_terminal_summary(terminalreporter, config):
         return
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
     write = terminalreporter.write_line
-    broken = {r["break"] for r in records if r.get("break")}
     write("")
-    if broken:
-        write(f"break applied: {', '.join(sorted(broken))}")
-    write(f"{'case':34s} {'pass':>5s} {'median steps to thr':>19s} {'baseline':>9s} "
-          f"{'final (eval)':>13s} {'wall s':>7s} {'steps/s':>8s}")
+    for line in summary_table(records, baseline):
+        write(line)
+    for case, ratio in _too_slow(records, baseline).items():
+        write(f"  ^ {case}: median steps-to-threshold is {ratio:.1f}x the baseline"
+              + (" (fails with --bench-strict)" if not config.getoption("--bench-strict")
+                 else " -> FAILED (--bench-strict)"))
+
+
+def summary_table(records: list[dict], baseline: dict) -> list[str]:
+    """Per case: passed seeds, median steps-to-threshold against the baseline, mean final
+    return, wall seconds and agent-steps/s (also printed by `python -m benchmarks.sweep`)."""
+    broken = {r["break"] for r in records if r.get("break")}
+    lines = [f"break applied: {', '.join(sorted(broken))}"] if broken else []
+    lines.append(f"{'case':34s} {'pass':>5s} {'median steps to thr':>19s} {'baseline':>9s} "
+                 f"{'final (eval)':>13s} {'wall s':>7s} {'steps/s':>8s}")
     for case, rs in _by_case(records).items():
         steps = sorted(r["steps_to_threshold"] for r in rs if r["steps_to_threshold"])
         median = statistics.median(steps) if steps else None
         base = baseline.get(case, {}).get("steps_to_threshold")
         finals = [r["final_return"] for r in rs]
-        write(f"{case:34s} {sum(r['passed'] for r in rs):>2d}/{len(rs):<2d} "
-              f"{median if median is not None else '-':>19} "
-              f"{base if base is not None else '-':>9} "
-              f"{statistics.mean(finals):+13.3f} "
-              f"{sum(r['wall_seconds'] for r in rs):7.1f} "
-              f"{statistics.mean(r['agent_steps_per_s'] for r in rs):8.0f}")
-    for case, ratio in _too_slow(records, baseline).items():
-        write(f"  ^ {case}: median steps-to-threshold is {ratio:.1f}x the baseline"
-              + (" (fails with --bench-strict)" if not config.getoption("--bench-strict")
-                 else " -> FAILED (--bench-strict)"))
+        lines.append(f"{case:34s} {sum(r['passed'] for r in rs):>2d}/{len(rs):<2d} "
+                     f"{median if median is not None else '-':>19} "
+                     f"{base if base is not None else '-':>9} "
+                     f"{statistics.mean(finals):+13.3f} "
+                     f"{sum(r['wall_seconds'] for r in rs):7.1f} "
+                     f"{statistics.mean(r['agent_steps_per_s'] for r in rs):8.0f}")
+    return lines

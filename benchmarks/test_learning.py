@@ -82,14 +82,21 @@ def run_case(case: Case, seed: int, break_name: str | None = None) -> dict:
                          "numpy": np.__version__, "groupenvs": _groupenvs_version()}}
 
 
+def write_record(case: Case, record: dict, report_dir) -> dict:
+    """`<case>-seed<s>.json` (the record without its episode log) and the curve's PNG."""
+    record = dict(record)
+    log = record.pop("episode_log")
+    name = f"{case.id}-seed{record['seed']}"
+    (report_dir / f"{name}.json").write_text(json.dumps(record, indent=1))
+    _plot(case, record["seed"], log, record["final_return"], report_dir / f"{name}.png")
+    return record
+
+
 @pytest.mark.parametrize("case", [
     pytest.param(c, id=c.id, marks=[pytest.mark.xfail(reason=c.known_failure, strict=True)]
                  if c.known_failure else []) for c in CASES])
 def test_final_policy_reaches_threshold(case: Case, seed: int, report_dir, break_name):
-    record = run_case(case, seed, break_name)
-    log = record.pop("episode_log")
-    (report_dir / f"{case.id}-seed{seed}.json").write_text(json.dumps(record, indent=1))
-    _plot(case, seed, log, record["final_return"], report_dir / f"{case.id}-seed{seed}.png")
+    record = write_record(case, run_case(case, seed, break_name), report_dir)
     assert record["passed"], (
         f"{case.id} (seed {seed}): the final policy's mean group return over "
         f"{record['eval_episodes']} fresh episodes is {record['final_return']:+.3f} < "

@@ -60,7 +60,7 @@ THIRD_PARTY = (
                                    {"N": 3, "continuous_actions": False}),)),
 )
 COPIES = 16
-THIRD_PARTY_STEPS = 20480  # two updates of the default buffer_size
+THIRD_PARTY_STEPS = 20480  # 32 updates of the buffer derived for it (640 agent-steps)
 
 
 def third_party_factory(candidates):

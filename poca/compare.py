@@ -5,7 +5,8 @@ Every critic is trained on the same seeds with the same config and budget; each 
 evaluated on fresh episodes (env seeds disjoint from training). Writes one JSON per run
 (`<critic>-seed<s>.json`: training curve, final return, wall time), a PNG of the curves (mean and
 min-max over seeds; matplotlib, `pip install "groupenvs[plot]"`), and prints a table. Runs go
-one after another, or in `--workers` processes.
+one after another, in `--workers` processes, or as Ray tasks with `--ray [ADDRESS]` (poca.sweep);
+the records are the same either way.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
 
 from poca.config import CRITICS, POCAConfig
 from poca.curves import LAST, smoothed, steps_to_threshold
+from poca.sweep import map_runs
 
 EVAL_SEED = 1_000_003  # + the training seed: evaluation episodes never seen in training
 
@@ -42,6 +42,9 @@ def add_parser(sub) -> None:
                    "last 20 training episodes reaches it")
     p.add_argument("--workers", type=int, default=1, help="processes (default: one after "
                    "another)")
+    p.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="run as Ray tasks (pip install \"groupenvs[ray]\"): on this machine, "
+                   "the cluster in RAY_ADDRESS, or ray.init(address=ADDRESS)")
     p.add_argument("--max-agents", type=int, help="as for train")
     p.add_argument("--out", type=Path, help="default: runs/compare/<env>/<time>")
 
@@ -64,11 +67,7 @@ def run(args) -> int:
             for c in critics for s in range(args.seeds)]
     print(f"comparing {', '.join(critics)} on {args.env_id}: {args.seeds} seeds x "
           f"{base.max_steps:,} agent-steps -> {out}", flush=True)
-    if args.workers > 1:
-        with ProcessPoolExecutor(args.workers, mp_context=get_context("spawn")) as pool:
-            records = list(pool.map(_one_run, *zip(*jobs, strict=True)))
-    else:
-        records = [_one_run(*job) for job in jobs]
+    records = map_runs(_one_run, jobs, args.workers, args.ray)
     for r in records:
         r["steps_to_threshold"] = steps_to_threshold(r["curve"], args.threshold)
         (out / f"{r['critic']}-seed{r['seed']}.json").write_text(json.dumps(r, indent=1))

@@ -76,8 +76,8 @@ class TrainResult:
 
 
 def _adam(params, lr: float) -> Adam:
-    # not torch.optim.Adam: building any torch.optim optimizer imports torch._dynamo (~2.4 s of
-    # every start); poca.adam is the same update (checkpoints load either way)
+    # not torch.optim.Adam: building any torch.optim optimizer imports torch._dynamo (0.7-1.7 s
+    # of every start, measured in poca/adam.py); the same update (checkpoints load either way)
     return Adam(params, lr=lr)
 
 

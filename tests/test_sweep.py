@@ -1,0 +1,58 @@
+"""Sweeps on Ray (`--ray`) give the records of the same runs made locally (skips without Ray).
+
+Ray runs in a child process (`ray.init()` on this machine), as a user starts it."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray")
+
+ROOT = Path(__file__).resolve().parent.parent
+TIMING = {"wall_seconds", "agent_steps_per_s", "finished_at", "wall_s", "run_dir"}
+
+
+def _child(args, tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get(
+        "PYTHONPATH", "")]), "PYTHONWARNINGS": "ignore"}
+    env.pop("RAY_ADDRESS", None)  # this machine, not a cluster the user happens to name
+    done = subprocess.run([sys.executable, *args], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+
+
+def _without_timing(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k not in TIMING}
+
+
+def test_ray_benchmark_sweep_gives_the_local_records(tmp_path):
+    from benchmarks.sweep import one_run
+
+    cases, seeds, budget = ("simple-discrete", "simple-continuous"), (0, 1), 400
+    _child(["-m", "benchmarks.sweep", "--cases", ",".join(cases), "--seeds", str(len(seeds)),
+            "--budget", str(budget), "--ray", "--report", str(tmp_path / "ray")], tmp_path)
+    for case in cases:
+        for seed in seeds:
+            local = one_run(case, seed, None, budget)
+            local.pop("episode_log")
+            remote = json.loads((tmp_path / "ray" / f"{case}-seed{seed}.json").read_text())
+            assert remote["agent_steps"] >= budget
+            assert _without_timing(remote) == json.loads(json.dumps(_without_timing(local)))
+
+
+def test_ray_compare_gives_the_local_records(tmp_path):
+    from poca.cli import main
+
+    args = ["compare", "groupenvs/Goal-v0", "--config", "mlagents_test", "--critics",
+            "attention,independent", "--seeds", "1", "--max-steps", "400",
+            "--eval-episodes", "10", "--env-kwargs", '{"reward_mode": "mlagents"}']
+    assert main([*args, "--out", str(tmp_path / "local")]) == 0
+    _child(["-m", "poca.cli", *args, "--ray", "--out", str(tmp_path / "ray")], tmp_path)
+    for name in ("attention-seed0.json", "independent-seed0.json"):
+        local, remote = (json.loads((tmp_path / where / name).read_text())
+                         for where in ("local", "ray"))
+        assert _without_timing(remote) == _without_timing(local)
