@@ -40,9 +40,10 @@ class DungeonEscapeGroup(grid.GridGroup):
     default 2) centred on the agent, 7 layers per cell (cells row by row, each cell's layers
     together): wall (1 off the board), agents (how many living agents stand there, including the
     viewer at the centre, divided by `num_agents`), the key dragon, other dragons, the key on
-    the ground, the door, the portal; then 2 own features: it holds the key, a groupmate holds
-    the key. Nothing outside the window is seen, so where the door is may be unknown until an
-    agent gets near.
+    the ground, the door, the portal; then 4 own features: it holds the key, a groupmate holds
+    the key, and the door's offset from the agent (rows, columns) in board widths, -1..1 (the
+    paper's agents see the door across the room with their ray sensors). Nothing else outside
+    the window is seen: dragons, the key and groupmates only when they are near.
 
     ## Rewards
     Group reward +1 when a living agent holding the key stands on the door; nothing else (no
@@ -93,7 +94,7 @@ class DungeonEscapeGroup(grid.GridGroup):
         self.num_dragons = check_int("num_dragons", num_dragons, 1, 3)
         self.dragon_period = check_int("dragon_period", dragon_period, 1, 8)
         self._grid_init(size, view_radius, min_size=4)
-        super().__init__(self.grid_spec(A, 2, max_steps), num_envs)
+        super().__init__(self.grid_spec(A, 4, max_steps), num_envs)
         self._grid_state()
         E, D = self.num_envs, self.num_dragons
         self.agent_pos = np.zeros((E, A, 2), np.int64)
@@ -191,7 +192,11 @@ class DungeonEscapeGroup(grid.GridGroup):
         ids = self.env_ids[rows]
         held = self.key_state[ids] == HELD_BY_AGENT
         mine = held[:, None] & (np.arange(self.max_agents) == self.holder[ids][:, None])
-        extras = np.stack([mine, held[:, None] & ~mine], axis=2)
+        # the door's offset from the agent in board widths (-1..1), as the paper's ray sensors
+        # see the door from across the room: which way to carry the key is then part of what
+        # each agent sees, and the task stays about who dies for it, not about searching.
+        door = (self.door[ids, None] - self.agent_pos[ids]) / (self.size - 1)
+        extras = np.concatenate([np.stack([mine, held[:, None] & ~mine], axis=2), door], axis=2)
         return self._window_obs(rows, self.agent_pos[ids], extras)
 
     def _paint(self, ids, layers):

@@ -296,11 +296,13 @@ def test_dungeon_escape_rules():
     np.testing.assert_array_equal(s.alive[0], [False, True, True])
     assert not env.dragon_on[0, 0] and env.key_state[0] == 1
     np.testing.assert_array_equal(env.key_pos[0], [2, 2])
-    assert s.obs[0][0, 1, -2:].tolist() == [0, 0]
+    assert s.obs[0][0, 1, -4:-2].tolist() == [0, 0]  # nobody holds the key
+    assert s.obs[0][0, 1, -2:].tolist() == [0, 1]  # the door: same row, 5 columns right
+    assert s.obs[0][0, 2, -2:].tolist() == pytest.approx([-0.8, 1])
     env.agent_pos[0, 1] = [2, 3]
     s = step_one(env, S, L, S)  # agent 1 picks the key up
     assert env.key_state[0] == 2 and env.holder[0] == 1
-    assert s.obs[0][0, 1, -2:].tolist() == [1, 0] and s.obs[0][0, 2, -2:].tolist() == [0, 1]
+    assert s.obs[0][0, 1, -4:-2].tolist() == [1, 0] and s.obs[0][0, 2, -4:-2].tolist() == [0, 1]
     env.agent_pos[0, 1] = [1, 5]
     s = step_one(env, S, U, S)  # ... and carries it to the door: the group wins
     assert s.group_reward[0] == 1.0 and s.group_done[0] and not s.group_truncated[0]
