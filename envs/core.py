@@ -233,12 +233,12 @@ class GroupEnv(ABC):
             truncated = truncated | (self.alive & time_up[:, None])
             group_done = ~agent_any(self.alive) | time_up
         else:
-            ended = np.logical_or.reduce(terminated, axis=None) or np.logical_or.reduce(
-                truncated, axis=None)
+            # count_nonzero: a plain C loop, a third of a ufunc reduction's cost on small batches
+            ended = np.count_nonzero(terminated) or np.count_nonzero(truncated)
             group_done = ~agent_any(self.alive) if ended else np.zeros(E, dtype=bool)
         obs = final_obs = self._observe()
         # no agent ended and no time limit: no group can be done (the common step)
-        if (timed_out or ended) and np.logical_or.reduce(group_done):
+        if (timed_out or ended) and np.count_nonzero(group_done):
             idx = np.flatnonzero(group_done)
             self.alive[idx] = False
             self.episode[idx] += 1
@@ -275,7 +275,7 @@ class GroupEnv(ABC):
         there, whatever was sent (NaN, out of range, negative)."""
         E, A = self.num_envs, self.max_agents
         alive = self.alive
-        dead = None if np.logical_and.reduce(alive, axis=None) else ~alive
+        dead = None if np.count_nonzero(alive) == alive.size else ~alive
         C, branches = self.spec.continuous_size, self.spec.discrete_branches
         if not isinstance(actions, dict):
             raise TypeError("actions must be a dict with keys 'continuous' and/or 'discrete', "

@@ -267,7 +267,7 @@ class GoalGroup(GroupEnv):
         done_now = acting & (on_edge[:, :, 0] if self.D == 1 else _all_coords(on_edge))
         self.alive = acting ^ done_now  # done_now is a subset of acting
         step_cost = acting_f * _COST
-        if not np.logical_or.reduce(done_now, axis=None):
+        if not np.count_nonzero(done_now):
             return step_cost, np.zeros(self.num_envs, np.float32), done_now, self._no_limit()
         side = np.sign(self.pos[:, :, 0]) if self.D == 1 else np.sign(self.pos) @ self._mean_d
         outcome_now = side * self.goal  # [E, A]: 1 when every coordinate is on the goal side
