@@ -112,8 +112,7 @@ class GroupParallelEnv(ParallelEnv):
             truncs = dict.fromkeys(agents, truncated)
         else:
             term, trunc = step.terminated[0].tolist(), step.truncated[0].tolist()
-            terms = {a: term[slot[a]] for a in agents}
-            truncs = {a: trunc[slot[a]] for a in agents}
+            terms, truncs = {}, {}  # filled in the loop below, in the order of `agents`
         mask = step.action_mask
         if len(view) == 1:  # one component: each agent gets a row of one fresh array
             rows = view[0][0].copy()
@@ -123,6 +122,8 @@ class GroupParallelEnv(ParallelEnv):
         obs, rewards, infos = {}, {}, {}
         for a in agents:
             i = slot[a]
+            if not absorb:
+                terms[a], truncs[a] = term[i], trunc[i]
             if before[i]:
                 obs[a] = rows[i] if len(view) == 1 else {
                     name: part[i] for name, part in zip(names, parts, strict=True)}
