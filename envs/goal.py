@@ -257,15 +257,17 @@ class GoalGroup(GroupEnv):
         if disc is not None:  # 1 -> +step_size, 0 -> -step_size
             moves.append(self._disc_move[disc])
         delta = moves[0] if len(moves) == 1 else np.concatenate(moves, axis=2)
-        delta *= acting[:, :, None]
+        # acting as float32 once: the same 0/1 factors, without two mixed bool/float ufuncs
+        acting_f = acting.astype(np.float32)
+        delta *= acting_f[:, :, None]
         self.pos += delta
         np.minimum(self.pos, 1.0, out=self.pos)  # np.clip costs 2x more on small batches
         np.maximum(self.pos, -1.0, out=self.pos)
         on_edge = np.abs(self.pos) >= _EDGE  # [E, A, D]
         done_now = acting & (on_edge[:, :, 0] if self.D == 1 else _all_coords(on_edge))
         self.alive = acting ^ done_now  # done_now is a subset of acting
-        step_cost = acting * _COST
-        if not np.logical_or.reduce(done_now, axis=None):
+        step_cost = acting_f * _COST
+        if not np.count_nonzero(done_now):
             return step_cost, np.zeros(self.num_envs, np.float32), done_now, self._no_limit()
         side = np.sign(self.pos[:, :, 0]) if self.D == 1 else np.sign(self.pos) @ self._mean_d
         outcome_now = side * self.goal  # [E, A]: 1 when every coordinate is on the goal side

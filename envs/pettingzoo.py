@@ -92,8 +92,9 @@ class GroupParallelEnv(ParallelEnv):
         if not agents:
             return {}, {}, {}, {}, {}
         before = self.core.alive[0].tolist()  # slots acting on this step
-        acting = agents if self.death_mode == "remove" else [a for a in agents
-                                                              if before[slot[a]]]
+        absorb = self.death_mode == "absorb"
+        # "remove": `agents` are exactly the slots alive (acting) now
+        acting = [a for a in agents if before[slot[a]]] if absorb else agents
         try:
             values = [actions[a] for a in acting]
         except KeyError:
@@ -103,27 +104,32 @@ class GroupParallelEnv(ParallelEnv):
         step = self.core.step(agent_to_core(self.spec, [slot[a] for a in acting], values))
         ended = bool(step.group_done[0])
         view = step.final_obs if ended else step.obs
-        rows = [part[0].copy() for part in view]  # fresh arrays: agents get views of them
         individual, group = step.reward[0].tolist(), float(step.group_reward[0])
         after = step.alive[0].tolist()
-        if self.death_mode == "absorb":
+        if absorb:
             truncated = bool(step.group_truncated[0])
             terms = dict.fromkeys(agents, ended and not truncated)
             truncs = dict.fromkeys(agents, truncated)
         else:
             term, trunc = step.terminated[0].tolist(), step.truncated[0].tolist()
-            terms = {a: term[slot[a]] for a in agents}
-            truncs = {a: trunc[slot[a]] for a in agents}
+            terms, truncs = {}, {}  # filled in the loop below, in the order of `agents`
         mask = step.action_mask
+        if len(view) == 1:  # one component: each agent gets a row of one fresh array
+            rows = view[0][0].copy()
+        else:
+            names = [o.name for o in self.spec.obs]
+            parts = [part[0].copy() for part in view]  # fresh arrays: agents get views of them
         obs, rewards, infos = {}, {}, {}
-        single = rows[0] if len(rows) == 1 else None
         for a in agents:
             i = slot[a]
+            if not absorb:
+                terms[a], truncs[a] = term[i], trunc[i]
             if before[i]:
-                obs[a] = single[i] if single is not None else {
-                    o.name: r[i] for o, r in zip(self.spec.obs, rows, strict=True)}
-                rewards[a] = individual[i] + group
-                infos[a] = {"individual_reward": individual[i], "group_reward": group}
+                obs[a] = rows[i] if len(view) == 1 else {
+                    name: part[i] for name, part in zip(names, parts, strict=True)}
+                own = individual[i]
+                rewards[a] = own + group
+                infos[a] = {"individual_reward": own, "group_reward": group}
                 if mask is not None:
                     infos[a]["action_mask"] = mask[0, i].astype(np.int8)
             else:  # absorbed: ended earlier, kept in `agents` until the group ends
@@ -131,9 +137,9 @@ class GroupParallelEnv(ParallelEnv):
                 rewards[a] = 0.0
                 infos[a] = {"individual_reward": 0.0, "group_reward": 0.0}
         # agents that joined on this step (tasks that spawn agents): reported from now on
-        joined = [] if ended else [a for a, on, was in zip(self.possible_agents, after, before,
-                                                          strict=True)
-                                   if on and not was and a not in obs]
+        joined = [] if ended or after == before else [
+            a for a, on, was in zip(self.possible_agents, after, before, strict=True)
+            if on and not was and a not in obs]
         for a in joined:
             obs[a] = self._agent_obs(view, slot[a])
             rewards[a], terms[a], truncs[a] = 0.0, False, False
@@ -142,13 +148,14 @@ class GroupParallelEnv(ParallelEnv):
                 infos[a]["action_mask"] = mask[0, slot[a]].astype(np.int8)
         if ended:
             self.agents = []
-        elif self.death_mode == "remove":
-            self.agents = [a for a, on in zip(self.possible_agents, after, strict=True) if on]
+        elif not absorb:  # a new list each step, as before
+            self.agents = list(agents) if after == before else [
+                a for a, on in zip(self.possible_agents, after, strict=True) if on]
         elif joined:
             self.agents = [a for a in self.possible_agents if a in obs]
         self._last = (view, step.alive[0] if not ended else
                       np.array(before) & ~(step.terminated[0]))
-        self._render.step(step)
+        self._render.advance(group, ended)
         return obs, rewards, terms, truncs, infos
 
     def render(self):

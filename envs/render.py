@@ -84,8 +84,12 @@ class EpisodeRenderer:
             self.render()
 
     def step(self, step) -> None:
-        self.group_return += float(step.group_reward[0])
-        self.ended = bool(step.group_done[0])
+        self.advance(float(step.group_reward[0]), bool(step.group_done[0]))
+
+    def advance(self, group_reward: float, ended: bool) -> None:
+        """After a step: its group reward and whether it ended the episode."""
+        self.group_return += group_reward
+        self.ended = ended
         if self.mode == "human":
             self.render()
 

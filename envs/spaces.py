@@ -124,7 +124,7 @@ def agent_to_core(spec: GroupSpec, slots: list[int], actions: list) -> dict:
         parts = [("discrete", actions, (len(branches),), "iu")]
     for key, values, shape, kinds in parts:
         dtype = np.float32 if key == "continuous" else np.int64
-        full = np.zeros((1, A) + shape, dtype=dtype)
+        full = None
         if values:
             stacked = np.asarray(values)
             if stacked.dtype.kind not in kinds or stacked.reshape(len(values), -1).shape[1:] \
@@ -135,6 +135,10 @@ def agent_to_core(spec: GroupSpec, slots: list[int], actions: list) -> dict:
                         raise ValueError(f"agent_{slot}: {key} action must be "
                                          f"{'float' if kinds == 'f' else 'int'} with {shape[0]} "
                                          f"entries, got {v.dtype} {v.shape}")
-            full[0, slots] = stacked.reshape((len(values),) + shape)
-        out[key] = full
+            if len(values) == A and slots == list(range(A)):  # every slot acts: no scatter
+                full = stacked.astype(dtype, copy=False).reshape((1, A) + shape)
+            else:
+                full = np.zeros((1, A) + shape, dtype=dtype)
+                full[0, slots] = stacked.reshape((len(values),) + shape)
+        out[key] = np.zeros((1, A) + shape, dtype=dtype) if full is None else full
     return out
