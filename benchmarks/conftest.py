@@ -33,6 +33,8 @@ def pytest_addoption(parser):
     group.addoption("--paper", action="store_true",
                     help="also run the paper comparison: POCA against the `independent` critic "
                          "on the paper tasks, same seeds (minutes per seed; or -m paper)")
+    group.addoption("--paper-seeds", type=int, default=3,
+                    help="seeds per paper comparison (default 3)")
 
 
 OPT_IN = {"third_party": "--third-party", "paper": "--paper"}  # marker -> the flag that runs it
@@ -52,6 +54,11 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def third_party_seeds(request) -> int:
     return request.config.getoption("--third-party-seeds")
+
+
+@pytest.fixture(scope="session")
+def paper_seeds(request) -> int:
+    return request.config.getoption("--paper-seeds")
 
 
 def pytest_generate_tests(metafunc):
