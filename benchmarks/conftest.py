@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from pathlib import Path
@@ -42,8 +43,8 @@ OPT_IN = {"third_party": "--third-party", "paper": "--paper"}  # marker -> the f
 
 def pytest_collection_modifyitems(config, items):
     """Opt-in groups are deselected unless asked for (their flag, or -m naming their marker)."""
-    markexpr = config.getoption("markexpr") or ""
-    off = [m for m, flag in OPT_IN.items() if not config.getoption(flag) and m not in markexpr]
+    named = set(re.findall(r"\w+", config.getoption("markexpr") or ""))
+    off = [m for m, flag in OPT_IN.items() if not config.getoption(flag) and m not in named]
     skipped = [item for item in items if any(item.get_closest_marker(m) for m in off)]
     if skipped:
         config.hook.pytest_deselected(items=skipped)
@@ -131,6 +132,12 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line("")
         for line in table(third).splitlines():
             terminalreporter.write_line(line)
+    paper = Path(config.getoption("--bench-report")) / "paper"
+    for path in sorted(paper.glob("*.md")) if paper.is_dir() else []:
+        if path.stat().st_mtime >= started:  # written by test_paper.py in this session
+            terminalreporter.write_line(f"\n{path.stem}: POCA (attention) vs independent")
+            for line in path.read_text().splitlines():
+                terminalreporter.write_line(line)
     records = _records(config)
     if not records:
         return

@@ -68,6 +68,8 @@ class DungeonEscapeGroup(grid.GridGroup):
     ## Arguments
     >>> import gymnasium, envs
     >>> env = gymnasium.make("groupenvs/DungeonEscape-v0", num_agents=3)
+>>> env.observation_space["vector"].shape  # 7 layers x 5 x 5 cells + 4 own features
+(3, 179)
 
     | argument | default | meaning |
     |---|---|---|

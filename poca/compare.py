@@ -72,8 +72,8 @@ def run(args) -> int:
         r["steps_to_threshold"] = steps_to_threshold(r["curve"], args.threshold)
         (out / f"{r['critic']}-seed{r['seed']}.json").write_text(json.dumps(r, indent=1))
     print(table(records, args.threshold))
-    plot = _plot(records, out / "curves.png")
-    print(f"runs and records in {out}" + (f"; curves: {plot}" if plot else
+    curves = plot(records, out / "curves.png")
+    print(f"runs and records in {out}" + (f"; curves: {curves}" if curves else
                                            " (no matplotlib: no plot)"))
     return 0
 
@@ -115,7 +115,7 @@ def table(records: list[dict], threshold: float | None = None) -> str:
     return "\n".join(lines)
 
 
-def _plot(records: list[dict], path: Path) -> Path | None:
+def plot(records: list[dict], path: Path) -> Path | None:
     try:
         import matplotlib
 
