@@ -124,21 +124,21 @@ def agent_to_core(spec: GroupSpec, slots: list[int], actions: list) -> dict:
         parts = [("discrete", actions, (len(branches),), "iu")]
     for key, values, shape, kinds in parts:
         dtype = np.float32 if key == "continuous" else np.int64
-        full = None
-        if values:
-            stacked = np.asarray(values)
-            if stacked.dtype.kind not in kinds or stacked.reshape(len(values), -1).shape[1:] \
-                    != shape or stacked.ndim > 2:
-                for slot, v in zip(slots, values, strict=True):
-                    v = np.asarray(v)
-                    if v.dtype.kind not in kinds or v.size != shape[0] or v.ndim > 1:
-                        raise ValueError(f"agent_{slot}: {key} action must be "
-                                         f"{'float' if kinds == 'f' else 'int'} with {shape[0]} "
-                                         f"entries, got {v.dtype} {v.shape}")
-            if len(values) == A and slots == list(range(A)):  # every slot acts: no scatter
-                full = stacked.astype(dtype, copy=False).reshape((1, A) + shape)
-            else:
-                full = np.zeros((1, A) + shape, dtype=dtype)
-                full[0, slots] = stacked.reshape((len(values),) + shape)
-        out[key] = np.zeros((1, A) + shape, dtype=dtype) if full is None else full
+        if not values:  # nobody acts
+            out[key] = np.zeros((1, A) + shape, dtype=dtype)
+            continue
+        stacked = np.asarray(values)
+        if stacked.dtype.kind not in kinds or stacked.reshape(len(values), -1).shape[1:] \
+                != shape or stacked.ndim > 2:
+            for slot, v in zip(slots, values, strict=True):
+                v = np.asarray(v)
+                if v.dtype.kind not in kinds or v.size != shape[0] or v.ndim > 1:
+                    raise ValueError(f"agent_{slot}: {key} action must be "
+                                     f"{'float' if kinds == 'f' else 'int'} with {shape[0]} "
+                                     f"entries, got {v.dtype} {v.shape}")
+        if len(values) == A and slots == list(range(A)):  # every slot acts: no scatter
+            out[key] = stacked.astype(dtype, copy=False).reshape((1, A) + shape)
+        else:
+            out[key] = np.zeros((1, A) + shape, dtype=dtype)
+            out[key][0, slots] = stacked.reshape((len(values),) + shape)
     return out
