@@ -36,9 +36,13 @@ def pytest_addoption(parser):
                          "on the paper tasks, same seeds (minutes per seed; or -m paper)")
     group.addoption("--paper-seeds", type=int, default=3,
                     help="seeds per paper comparison (default 3)")
+    group.addoption("--slow", action="store_true",
+                    help="also run the slow cases (Push Block's 3M agent-steps: 5-11 minutes of "
+                         "one core; or select them alone with -m slow)")
 
 
-OPT_IN = {"third_party": "--third-party", "paper": "--paper"}  # marker -> the flag that runs it
+# marker -> the flag that runs it
+OPT_IN = {"third_party": "--third-party", "paper": "--paper", "slow": "--slow"}
 
 
 def pytest_collection_modifyitems(config, items):

@@ -92,9 +92,14 @@ def write_record(case: Case, record: dict, report_dir) -> dict:
     return record
 
 
-@pytest.mark.parametrize("case", [
-    pytest.param(c, id=c.id, marks=[pytest.mark.xfail(reason=c.known_failure, strict=True)]
-                 if c.known_failure else []) for c in CASES])
+def _marks(case: Case) -> list:
+    marks = [pytest.mark.slow] if case.slow else []
+    if case.known_failure:
+        marks.append(pytest.mark.xfail(reason=case.known_failure, strict=True))
+    return marks
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=_marks(c)) for c in CASES])
 def test_final_policy_reaches_threshold(case: Case, seed: int, report_dir, break_name):
     record = write_record(case, run_case(case, seed, break_name), report_dir)
     assert record["passed"], (

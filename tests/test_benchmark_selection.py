@@ -1,0 +1,31 @@
+"""The benchmark's opt-in groups: the default `pytest benchmarks` leaves out the slow cases, the
+paper comparison and the third-party group; each one's flag adds it, its marker selects it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GROUPS = {"--slow": "paper-push-block", "--paper": "test_paper.py",
+          "--third-party": "test_third_party.py"}  # flag -> what only it collects
+
+
+def collected(*args: str) -> list[str]:
+    out = subprocess.run([sys.executable, "-m", "pytest", "benchmarks", "--collect-only", "-q",
+                          "-p", "no:cacheprovider", *args],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if "::" in line]
+
+
+def test_opt_in_groups_stay_out_by_default_and_come_with_their_flag_or_marker():
+    default = collected()
+    assert any("group-discrete" in test for test in default)
+    for part in GROUPS.values():
+        assert not [test for test in default if part in test], part
+    flagged = collected(*GROUPS)
+    assert set(default) <= set(flagged)
+    for flag, part in GROUPS.items():
+        assert any(part in test for test in flagged), flag
+    assert collected("-m", "slow") == [test for test in flagged if GROUPS["--slow"] in test]
