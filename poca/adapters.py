@@ -149,7 +149,9 @@ class ParallelEnvGroup(GroupEnv):
                     f"agents {names[0]!r} and {name!r} have different spaces "
                     f"({self.obs_space}, {self.act_space} vs {env.observation_space(name)}, "
                     f"{env.action_space(name)}); POCA shares one policy, so all agents need the "
-                    "same observation and action spaces")
+                    "same observation and action spaces (agents of different kinds: pad them to "
+                    "one with SuperSuit's pad_observations_v0, pad_action_space_v0 and "
+                    "agent_indicator_v0)")
 
     def _action_sizes(self, where: str) -> tuple[int, tuple[int, ...]]:
         space = self.act_space

@@ -97,6 +97,7 @@ class Masked(Leaving):
 
 
 class Mismatched(Leaving):
+    render_mode = None  # SuperSuit's wrappers read it
     @functools.cache
     def action_space(self, agent):
         return spaces.Discrete(2 if agent != "a_2" else 3)
@@ -157,6 +158,24 @@ def test_dict_observations_with_action_masks_train():
 def test_mismatched_spaces_fail_naming_the_agents():
     with pytest.raises(ValueError, match=r"agents 'a_0' and 'a_2' have different spaces"):
         ParallelEnvGroup(Mismatched)
+
+
+def test_mismatched_spaces_train_once_padded_as_the_error_says():
+    ss = pytest.importorskip("supersuit")
+
+    def padded():
+        return ss.agent_indicator_v0(ss.pad_action_space_v0(ss.pad_observations_v0(Mismatched())))
+
+    with pytest.raises(ValueError, match="pad_observations_v0, pad_action_space_v0 and "
+                                         "agent_indicator_v0"):
+        ParallelEnvGroup(Mismatched)
+    env = ParallelEnvGroup(padded, num_envs=2)
+    assert env.spec.discrete_branches == (3,)
+    assert env.obs[0].shape == (2, 3, 2 + 3)  # observation + one-hot agent indicator
+    config = POCAConfig().override({"hyperparameters.batch_size": 32,
+                                    "hyperparameters.buffer_size": 64, "num_envs": 2,
+                                    "network_settings.hidden_units": 16, "max_steps": 300})
+    assert train(padded, config).episodes > 0
 
 
 def test_unsupported_spaces_say_what_is_supported():
