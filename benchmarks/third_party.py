@@ -71,6 +71,11 @@ CASES = [
                    {"continuous_actions": False, "max_cycles": 25}, budget=300_000,
                    known_failure=("measured 3 seeds: "
                                   "POCA -36.48 vs independent -35.60 (random -55.66)")),
+    # 4 agents form a circle around a landmark; shared reward (mean distance to the assigned
+    # places). Each agent observes only itself and the landmark, never its partners, so its own
+    # observation cannot tell what the group scores: the case a centralized critic is for.
+    ThirdPartyCase("mpe2-simple-formation", "mpe2.simple_formation_v1:parallel_env",
+                   {"continuous_actions": False, "max_cycles": 25, "N": 4}, budget=300_000),
     # 4 pursuers on an 8x8 grid catch 6 evaders (an evader is caught when 2 surround it).
     ThirdPartyCase("sisl-pursuit", "pettingzoo.sisl.pursuit_v5:parallel_env",
                    {"max_cycles": 50, "x_size": 8, "y_size": 8, "n_pursuers": 4,
