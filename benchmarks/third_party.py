@@ -76,6 +76,10 @@ CASES = [
     # observation cannot tell what the group scores: the case a centralized critic is for.
     ThirdPartyCase("mpe2-simple-formation", "mpe2.simple_formation_v1:parallel_env",
                    {"continuous_actions": False, "max_cycles": 25, "N": 4}, budget=300_000),
+    # 4 agents spread evenly on the segment between two landmarks; shared reward (mean distance
+    # to the assigned places). Like formation, each agent observes only itself and the landmarks.
+    ThirdPartyCase("mpe2-simple-line", "mpe2.simple_line_v1:parallel_env",
+                   {"continuous_actions": False, "max_cycles": 25, "N": 4}, budget=300_000),
     # 4 pursuers on an 8x8 grid catch 6 evaders (an evader is caught when 2 surround it).
     ThirdPartyCase("sisl-pursuit", "pettingzoo.sisl.pursuit_v5:parallel_env",
                    {"max_cycles": 50, "x_size": 8, "y_size": 8, "n_pursuers": 4,
