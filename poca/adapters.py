@@ -149,9 +149,10 @@ class ParallelEnvGroup(GroupEnv):
                     f"agents {names[0]!r} and {name!r} have different spaces "
                     f"({self.obs_space}, {self.act_space} vs {env.observation_space(name)}, "
                     f"{env.action_space(name)}); POCA shares one policy, so all agents need the "
-                    "same observation and action spaces (agents of different kinds: pad them to "
-                    "one with SuperSuit's pad_observations_v0, pad_action_space_v0 and "
-                    "agent_indicator_v0)")
+                    "same observation and action spaces; agents of different kinds with Box or "
+                    "Discrete spaces can be padded to one in your factory with SuperSuit (pip "
+                    "install supersuit): return "
+                    "ss.agent_indicator_v0(ss.pad_action_space_v0(ss.pad_observations_v0(env)))")
 
     def _action_sizes(self, where: str) -> tuple[int, tuple[int, ...]]:
         space = self.act_space
