@@ -19,7 +19,8 @@ from gymnasium import spaces
 
 from envs.core import GroupEnv, GroupSpec, ObsSpec, check_int, env_keys, hash_bits
 
-SUPPORTED = ("Box (any shape; HWC uint8 is an image, other shapes are flattened to a vector), "
+SUPPORTED = ("Box (any shape; uint8 (H, W, C) is an image, other shapes are flattened to a "
+             "vector), "
              "Discrete (one-hot), or a Dict of those for observations (an 'action_mask' entry "
              "is the action mask); Box, Discrete or MultiDiscrete for actions")
 NEVER = 2**31 - 1
@@ -33,13 +34,19 @@ def _components(space: spaces.Space, where: str) -> list[tuple[str, spaces.Space
     raise TypeError(f"{where}: unsupported observation space {space}; supported: {SUPPORTED}")
 
 
+def _is_image(space: spaces.Space) -> bool:
+    """uint8 (H, W, C), any channel count (stacked frames too): read as an image, as ML-Agents
+    reads every rank-3 observation."""
+    return space.dtype == np.uint8 and len(space.shape) == 3
+
+
 def _obs_spec(name: str, space: spaces.Space, where: str) -> ObsSpec:
     if isinstance(space, spaces.Discrete):
         return ObsSpec(name, "vector", (int(space.n),), 0.0, 1.0)
     if not isinstance(space, spaces.Box):
         raise TypeError(f"{where}: unsupported observation space {space} under {name!r}; "
                         f"supported: {SUPPORTED}")
-    if space.dtype == np.uint8 and len(space.shape) == 3 and space.shape[2] in (1, 3, 4):
+    if _is_image(space):
         return ObsSpec(name, "image", tuple(space.shape), 0.0, 255.0)
     low, high = np.min(space.low), np.max(space.high)
     return ObsSpec(name, "vector", (int(np.prod(space.shape)),), float(max(low, -1e9)),
@@ -71,7 +78,7 @@ def _encode(space: spaces.Space, value, where: str) -> np.ndarray:
                          f"{space.shape}")
     if array.dtype.kind == "f" and not np.isfinite(array).all():
         raise ValueError(f"{where} holds NaN/inf")
-    return array if space.dtype == np.uint8 and array.ndim == 3 else array.reshape(-1)
+    return array if _is_image(space) else array.reshape(-1)
 
 
 def _number(value, where: str) -> float:

@@ -1,6 +1,6 @@
 """Observation encoders: every component of one agent's observation -> one feature vector.
 
-vector: identity (or running normalization); image (HWC uint8, scaled to [0, 1] here): a CNN
+vector: identity (or running normalization); image (HWC uint8, any C, scaled to [0, 1] here): a CNN
 chosen by `vis_encode_type`; entity lists: each present row embedded together with the agent's
 fixed-size encoding, residual self-attention over the rows, masked mean (as ML-Agents'
 ml-agents/mlagents/trainers/torch_entities/networks.py ObservationEncoder does).

@@ -189,6 +189,42 @@ def test_mismatched_spaces_train_once_padded_as_the_error_says():
     assert train(padded, config).episodes > 0
 
 
+class Frames(Leaving):
+    """uint8 (20, 20, channels) observations (stacked frames: any channel count)."""
+
+    channels = 5
+
+    @functools.cache
+    def observation_space(self, agent):
+        return spaces.Box(0, 255, (20, 20, self.channels), np.uint8)
+
+    def _frames(self, obs):
+        return {a: np.full((20, 20, self.channels), 10 * o[0] + o[1], np.uint8)
+                for a, o in obs.items()}
+
+    def reset(self, seed=None, options=None):
+        obs, infos = super().reset(seed, options)
+        return self._frames(obs), infos
+
+    def step(self, actions):
+        obs, *rest = super().step(actions)
+        return self._frames(obs), *rest
+
+
+@pytest.mark.parametrize("channels", [1, 5])
+def test_uint8_hwc_observations_are_images_of_any_channel_count(channels):
+    factory = type("Stacked", (Frames,), {"channels": channels})
+    env = ParallelEnvGroup(factory, num_envs=2)
+    assert [(o.kind, o.shape) for o in env.spec.obs] == [("image", (20, 20, channels))]
+    obs = env.reset(seed=0).obs[0]
+    assert obs.shape == (2, 3, 20, 20, channels) and obs.dtype == np.uint8
+    np.testing.assert_array_equal(obs[0, :, 0, 0, 0], [0, 1, 2])  # each agent's own frame
+    config = POCAConfig().override({"hyperparameters.batch_size": 32,
+                                    "hyperparameters.buffer_size": 64, "num_envs": 2,
+                                    "network_settings.hidden_units": 16, "max_steps": 200})
+    assert train(factory, config).episodes > 0
+
+
 def test_unsupported_spaces_say_what_is_supported():
     class Texty(Leaving):
         def observation_space(self, agent):
