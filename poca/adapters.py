@@ -180,7 +180,7 @@ class ParallelEnvGroup(GroupEnv):
             return scaled.reshape(space.shape).astype(space.dtype)
         if isinstance(space, spaces.Discrete):
             return int(disc[0]) + int(space.start)
-        return disc.astype(space.dtype)
+        return (disc + space.start).astype(space.dtype)  # MultiDiscrete, with its offsets
 
     # -- per-agent bookkeeping --
     def _slot_of(self, e: int, name: str) -> int:

@@ -225,6 +225,34 @@ def test_uint8_hwc_observations_are_images_of_any_channel_count(channels):
     assert train(factory, config).episodes > 0
 
 
+class Offsets(Leaving):
+    """Action spaces that start at offsets: Discrete(2, start=-1) or MultiDiscrete([2, 3],
+    start=[5, -2]); the env asserts every action is in its space and pays its first entry."""
+
+    multi = False
+
+    @functools.cache
+    def action_space(self, agent):
+        if self.multi:
+            return spaces.MultiDiscrete([2, 3], start=[5, -2])
+        return spaces.Discrete(2, start=-1)
+
+    def step(self, actions):
+        wrong = {a: v for a, v in actions.items() if not self.action_space(a).contains(v)}
+        assert not wrong, f"actions outside the agents' own spaces: {wrong}"
+        return super().step({a: np.ravel(v)[0] for a, v in actions.items()})
+
+
+@pytest.mark.parametrize("multi", [False, True])
+def test_actions_reach_spaces_that_start_at_offsets(multi):
+    factory = type("Shifted", (Offsets,), {"multi": multi})
+    env = ParallelEnvGroup(factory, num_envs=2)
+    env.reset(seed=0)
+    branches = env.spec.discrete_branches
+    step = env.step({"discrete": np.ones((2, 3, len(branches)), np.int64)})  # index 1 everywhere
+    np.testing.assert_array_equal(step.reward, np.full((2, 3), 6.0 if multi else 0.0))
+
+
 def test_unsupported_spaces_say_what_is_supported():
     class Texty(Leaving):
         def observation_space(self, agent):
