@@ -24,6 +24,7 @@ SUPPORTED = ("Box (any shape; uint8 (H, W, C) is an image, other shapes are flat
              "Discrete (one-hot), or a Dict of those for observations (an 'action_mask' entry "
              "is the action mask); Box, Discrete or MultiDiscrete for actions")
 NEVER = 2**31 - 1
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def _components(space: spaces.Space, where: str) -> list[tuple[str, spaces.Space]]:
@@ -76,8 +77,9 @@ def _encode(space: spaces.Space, value, where: str) -> np.ndarray:
     if array.shape != space.shape:
         raise ValueError(f"{where} has shape {array.shape}; the observation space's is "
                          f"{space.shape}")
-    if array.dtype.kind == "f" and not np.isfinite(array).all():
-        raise ValueError(f"{where} holds NaN/inf")
+    if array.dtype.kind == "f" and not (np.abs(array) <= FLOAT32_MAX).all():  # False for NaN
+        raise ValueError(f"{where} holds NaN/inf, or values beyond float32's range (what the "
+                         "networks read)")
     return array if _is_image(space) else array.reshape(-1)
 
 
@@ -88,15 +90,18 @@ def _number(value, where: str) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
                                                                     np.floating)):
         raise ValueError(f"{where} must be a number, got {type(value).__name__} {value!r:.80}")
-    if not math.isfinite(value):
-        raise ValueError(f"{where} is {value}")
+    if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
+        raise ValueError(f"{where} is {value}" + ("" if not math.isfinite(value) else
+                                                  ", beyond float32's range (what the trainer "
+                                                  "adds up)"))
     return float(value)
 
 
 def _flag(value, where: str) -> bool:
     if isinstance(value, np.ndarray) and value.shape == ():
         value = value.item()
-    if not isinstance(value, (bool, np.bool_)) and value not in (0, 1):
+    if isinstance(value, np.ndarray) or (not isinstance(value, (bool, np.bool_))
+                                         and value not in (0, 1)):
         raise ValueError(f"{where} must be a bool, got {value!r:.80}")
     return bool(value)
 
@@ -176,8 +181,12 @@ class ParallelEnvGroup(GroupEnv):
     def _to_env_action(self, cont, disc):
         space = self.act_space
         if isinstance(space, spaces.Box):
-            scaled = space.low.reshape(-1) + (cont + 1) / 2 * (space.high - space.low).reshape(-1)
-            return scaled.reshape(space.shape).astype(space.dtype)
+            # (1 - u) low + u high in float64 cannot overflow for any finite bounds (high - low
+            # can); the clip after the cast keeps rounding from stepping past a bound
+            u = (cont.astype(np.float64) + 1) / 2
+            low, high = space.low.reshape(-1), space.high.reshape(-1)
+            scaled = ((1 - u) * low + u * high).astype(space.dtype)
+            return np.clip(scaled, low, high).reshape(space.shape)
         if isinstance(space, spaces.Discrete):
             return int(disc[0]) + int(space.start)
         return (disc + space.start).astype(space.dtype)  # MultiDiscrete, with its offsets

@@ -253,6 +253,33 @@ def test_actions_reach_spaces_that_start_at_offsets(multi):
     np.testing.assert_array_equal(step.reward, np.full((2, 3), 6.0 if multi else 0.0))
 
 
+class Bounded(Leaving):
+    """Box actions; the env asserts each is finite and inside its space."""
+
+    bounds = (-0.3, 0.9)
+
+    @functools.cache
+    def action_space(self, agent):
+        return spaces.Box(*self.bounds, (2,), np.float32)
+
+    def step(self, actions):
+        for a, v in actions.items():
+            assert np.isfinite(v).all() and self.action_space(a).contains(v), (a, v)
+        return super().step({a: 1 for a in actions})
+
+
+F32 = float(np.finfo(np.float32).max)
+
+
+@pytest.mark.parametrize("bounds", [(-0.3, 0.9), (-F32, F32), (0.5, F32)])
+def test_box_actions_stay_finite_and_inside_any_finite_bounds(bounds):
+    factory = type("Box", (Bounded,), {"bounds": bounds})
+    env = ParallelEnvGroup(factory, num_envs=2)
+    env.reset(seed=0)
+    for value in (1.0, -1.0, 0.3):  # the ends are where rounding and overflow bite
+        env.step({"continuous": np.full((2, 3, 2), value, np.float32)})
+
+
 def test_unsupported_spaces_say_what_is_supported():
     class Texty(Leaving):
         def observation_space(self, agent):

@@ -90,14 +90,15 @@ class Hostile(ParallelEnv):
         infos = {a: {} for a in self.agents}
         d = self.defect if self.t == self.at else None
         bad_values = {"reward NaN": math.nan, "reward inf": math.inf, "reward None": None,
-                      "reward str": "1", "reward array": np.ones(2)}
+                      "reward str": "1", "reward array": np.ones(2), "reward huge": 1e300}
         if d in bad_values:
             rew["b"] = bad_values[d]
         bad_obs = {"obs NaN": np.array([0, math.nan, 0], np.float32),
                    "obs inf": np.array([math.inf, 0, 0], np.float32), "obs None": None,
                    "obs str": "abc", "obs shape": np.zeros(4, np.float32),
                    "obs matrix": np.zeros((3, 1), np.float32), "obs discrete 7": 7,
-                   "obs discrete -1": -1, "obs discrete float": 1.5}
+                   "obs discrete -1": -1, "obs discrete float": 1.5,
+                   "obs huge": np.array([1e300, 0, 0])}  # float64: inf once stored as float32
         if d in bad_obs:
             obs["b"] = bad_obs[d]
         if d == "raise":
@@ -114,6 +115,8 @@ class Hostile(ParallelEnv):
             term["b"] = True
         if d == "flag str":
             term["b"] = "no"
+        if d == "flag array":
+            term["b"] = np.array([False, True])
         if d == "mask missing":
             del obs["b"]["action_mask"]
         if d == "mask short":
@@ -131,8 +134,11 @@ ENV_CASES = [  # (defect, at, discrete obs, exception, fragment)
     ("reward None", 2, False, ValueError, "agent 'b': reward must be a number, got NoneType"),
     ("reward str", 2, False, ValueError, "agent 'b': reward must be a number, got str"),
     ("reward array", 2, False, ValueError, "agent 'b': reward must be a number, got ndarray"),
+    ("reward huge", 2, False, ValueError, "agent 'b': reward is 1e+300, beyond float32's range"),
     ("obs NaN", 2, False, ValueError, "episode step 2: agent 'b': observation holds NaN/inf"),
     ("obs inf", 2, False, ValueError, "agent 'b': observation holds NaN/inf"),
+    ("obs huge", 2, False, ValueError, "agent 'b': observation holds NaN/inf, or values beyond "
+                                       "float32's range"),
     ("obs None", 2, False, ValueError, "agent 'b': observation must hold numbers"),
     ("obs str", 2, False, ValueError, "agent 'b': observation must hold numbers"),
     ("obs shape", 2, False, ValueError, "agent 'b': observation has shape (4,); the "),
@@ -148,6 +154,7 @@ ENV_CASES = [  # (defect, at, discrete obs, exception, fragment)
     ("terminated but listed", 2, False, ValueError,
      "agent 'b' was reported terminated or truncated but is still in agents while 'a'"),
     ("flag str", 2, False, ValueError, "agent 'b': terminations must be a bool, got 'no'"),
+    ("flag array", 2, False, ValueError, "agent 'b': terminations must be a bool, got array("),
     ("mask missing", 2, False, ValueError, "agent 'b': observation lacks the key(s) "
                                            "['action_mask']"),
     ("mask short", 2, False, ValueError, "agent 'b': observation: its action_mask must be 2 "
