@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from envs import grid, render
-from envs.core import agent_any, agent_sum, check_int
+from envs.core import agent_any, agent_sum, check_int, check_number
 
 _FOOD, _READY, _USED, _EXIT, _SPENT = ((90, 200, 90), (240, 200, 60), (110, 100, 70),
                                        (160, 90, 220), (130, 130, 150))
@@ -84,10 +84,7 @@ class BatonPassGroup(grid.GridGroup):
     def __init__(self, num_envs: int = 1, max_agents: int = 4, size: int = 7,
                  view_radius: int = 3, living_cost: float = 0.01, max_steps: int = 60):
         A = check_int("max_agents", max_agents, 2, 32)
-        if isinstance(living_cost, bool) or not isinstance(living_cost, (int, float)) or not (
-                0 <= living_cost < float("inf")):
-            raise ValueError(f"living_cost must be a number >= 0, got {living_cost!r}")
-        self.living_cost = float(living_cost)
+        self.living_cost = check_number("living_cost", living_cost, 0)
         self._grid_init(size, view_radius, min_size=5)
         super().__init__(self.grid_spec(A, 2, max_steps), num_envs)
         self._grid_state()

@@ -9,6 +9,7 @@ env resets that group in the same step (`final_obs` keeps what the ended episode
 from __future__ import annotations
 
 import inspect
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
@@ -142,6 +143,26 @@ def check_int(name: str, value, low: int, high: int | None = None) -> int:
         bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
         raise ValueError(f"{name} must be {bound}, got {value}")
     return int(value)
+
+
+def check_number(name: str, value, low: float, high: float = math.inf,
+                 low_open: bool = False) -> float:
+    """A finite real number (Python or numpy; not a bool) in [low, high], or (low, high] with
+    `low_open`; anything else is a ValueError naming the argument."""
+    real = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+    if not (real and math.isfinite(value) and (low < value if low_open else low <= value)
+            and value <= high):
+        bound = f"in {'(' if low_open else '['}{low}, {high}]" if high < math.inf else \
+            f"{'>' if low_open else '>='} {low}"
+        raise ValueError(f"{name} must be a number {bound}, got {value!r}")
+    return float(value)
+
+
+def check_bool(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
 
 
 def check_choice(name: str, value, choices: tuple) -> None:

@@ -49,7 +49,17 @@ from __future__ import annotations
 import numpy as np
 
 from envs import render
-from envs.core import GroupEnv, GroupSpec, ObsSpec, agent_any, agent_sum, check_choice, check_int
+from envs.core import (
+    GroupEnv,
+    GroupSpec,
+    ObsSpec,
+    agent_any,
+    agent_sum,
+    check_bool,
+    check_choice,
+    check_int,
+    check_number,
+)
 
 TIME_PENALTY = 0.01
 SUCCESS_REWARD = 1.06  # ML-Agents: 1 + MIN_STEPS * TIME_PENALTY with MIN_STEPS = 6
@@ -172,12 +182,10 @@ class GoalGroup(GroupEnv):
                        for s in action_sizes) or sum(action_sizes) < 1):
             raise ValueError("action_sizes must be (continuous dims, discrete branches) of "
                              f"non-negative ints with at least one action, got {action_sizes!r}")
-        if not (isinstance(step_size, (int, float)) and 0 < step_size <= 1):
-            raise ValueError(f"step_size must be a number in (0, 1], got {step_size!r}")
+        step_size = check_number("step_size", step_size, 0, 1, low_open=True)
         obs_size = check_int("obs_size", obs_size, 1)
         check_choice("reward_mode", reward_mode, REWARD_MODES)
-        if not isinstance(shared_goal, (bool, np.bool_)):
-            raise TypeError(f"shared_goal must be a bool, got {shared_goal!r}")
+        shared_goal = check_bool("shared_goal", shared_goal)
         self.C, self.B = int(action_sizes[0]), int(action_sizes[1])
         self.step_size = float(step_size)
         self.obs_size = obs_size

@@ -15,6 +15,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 import envs
+from envs.core import check_bool
 from envs.render import RENDER_MODES, EpisodeRenderer, check_render_mode
 from envs.spaces import joint_action_space, joint_observation_space, joint_to_core
 
@@ -48,7 +49,7 @@ class GroupGymEnv(gymnasium.Env):
         check_render_mode(render_mode)
         self.core = envs.make_group(task, num_envs=1, **kwargs)
         self.render_mode = render_mode
-        self.flat = bool(flat)
+        self.flat = check_bool("flat", flat)
         self._render = EpisodeRenderer(self.core, render_mode, self.metadata["render_fps"])
         self.observation_space = joint_observation_space(self.core.spec, self.flat)
         self.action_space = joint_action_space(self.core.spec, self.flat)
@@ -140,7 +141,7 @@ class GroupVectorEnv(VectorEnv):
         self.core = envs.make_group(task, num_envs=num_envs, **kwargs)
         self.num_envs = self.core.num_envs
         self.render_mode = render_mode
-        self.flat = bool(flat)
+        self.flat = check_bool("flat", flat)
         self.single_observation_space = joint_observation_space(self.core.spec, self.flat)
         self.single_action_space = joint_action_space(self.core.spec, self.flat)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)

@@ -84,6 +84,9 @@ class GroupParallelEnv(ParallelEnv):
         if self._last is None:
             raise RuntimeError("step() called before reset(): call reset() first")
         slot = self._slot
+        if not isinstance(actions, dict):
+            raise TypeError("actions must be a dict {agent name: action}, got "
+                            f"{type(actions).__name__}")
         if not actions.keys() <= slot.keys():
             unknown = sorted(k for k in actions if k not in slot)
             raise ValueError(f"actions for unknown agents {unknown}; agents are "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from envs import grid, render
-from envs.core import check_int
+from envs.core import check_int, check_number
 
 _GOAL, _BLOCK = (40, 80, 50), ((200, 200, 120), (220, 150, 70), (220, 90, 60))
 
@@ -84,9 +84,7 @@ class PushBlockGroup(grid.GridGroup):
             raise ValueError(f"{len(weights)} blocks need distinct columns: at most size="
                              f"{self.size}, got weights={tuple(weights)!r}")
         A = check_int("num_agents", num_agents, max(weights), 8)
-        if isinstance(time_penalty, bool) or not isinstance(time_penalty, (int, float)) or not (
-                0 <= time_penalty < float("inf")):
-            raise ValueError(f"time_penalty must be a number >= 0, got {time_penalty!r}")
+        time_penalty = check_number("time_penalty", time_penalty, 0)
         self.weights = np.array(weights, np.int64)
         self.time_penalty = float(time_penalty)
         super().__init__(self.grid_spec(A, 0, max_steps), num_envs)

@@ -82,7 +82,11 @@ def joint_to_core(spec: GroupSpec, action, flat: bool = False) -> dict:
     C, branches = spec.action_sizes
     if C and branches:
         if not isinstance(action, dict):
-            raise TypeError("hybrid actions must be a dict with 'continuous' and 'discrete'")
+            raise TypeError("hybrid actions must be a dict with 'continuous' and 'discrete', "
+                            f"got {type(action).__name__}")
+        if action.keys() != {"continuous", "discrete"}:
+            raise ValueError("hybrid actions must have exactly the keys 'continuous' and "
+                             f"'discrete', got {sorted(action)}")
         out = {"continuous": np.asarray(action["continuous"]),
                "discrete": np.asarray(action["discrete"])}
     else:
@@ -127,7 +131,10 @@ def agent_to_core(spec: GroupSpec, slots: list[int], actions: list) -> dict:
         if not values:  # nobody acts
             out[key] = np.zeros((1, A) + shape, dtype=dtype)
             continue
-        stacked = np.asarray(values)
+        try:
+            stacked = np.asarray(values)
+        except ValueError:  # ragged: agents sent different shapes (checked one by one below)
+            stacked = np.empty(0, dtype=object)
         if stacked.dtype.kind not in kinds or stacked.reshape(len(values), -1).shape[1:] \
                 != shape or stacked.ndim > 2:
             for slot, v in zip(slots, values, strict=True):
@@ -136,6 +143,8 @@ def agent_to_core(spec: GroupSpec, slots: list[int], actions: list) -> dict:
                     raise ValueError(f"agent_{slot}: {key} action must be "
                                      f"{'float' if kinds == 'f' else 'int'} with {shape[0]} "
                                      f"entries, got {v.dtype} {v.shape}")
+            # each is fine, in different forms (a scalar beside a one-entry array)
+            stacked = np.stack([np.asarray(v).reshape(shape) for v in values])
         if len(values) == A and slots == list(range(A)):  # every slot acts: no scatter
             out[key] = stacked.astype(dtype, copy=False).reshape((1, A) + shape)
         else:

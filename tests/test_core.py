@@ -186,6 +186,7 @@ def test_fuzzed_action_arrays_are_rejected_or_valid(shape, dtype):
     ({"action_sizes": (-1, 2)}, ValueError, r"action_sizes"),
     ({"step_size": 0}, ValueError, r"step_size"),
     ({"step_size": 1.5}, ValueError, r"step_size"),
+    ({"step_size": True}, ValueError, r"step_size must be a number in \(0, 1\], got True"),
     ({"obs_size": 0}, ValueError, r"obs_size"),
     ({"reward_mode": "solo"}, ValueError, r"reward_mode must be one of \['group', 'mlagents'\]"),
     ({"shared_goal": "yes"}, TypeError, r"shared_goal"),

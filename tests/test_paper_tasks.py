@@ -206,6 +206,8 @@ def test_bad_actions_name_env_and_agent(task):
     ("DungeonEscape-v0", {"num_agents": 1}, ValueError, r"num_agents must be in \[2, 8\]"),
     ("BatonPass-v0", {"max_agents": 1}, ValueError, "max_agents"),
     ("BatonPass-v0", {"living_cost": -1}, ValueError, "living_cost"),
+    ("BatonPass-v0", {"living_cost": float("inf")}, ValueError, "living_cost must be a number"),
+    ("BatonPass-v0", {"living_cost": True}, ValueError, "living_cost must be a number"),
     ("BatonPass-v0", {"view_radius": 0}, ValueError, "view_radius"),
     ("PushBlock-v0", {"weights": (1, 4)}, ValueError, "weights"),
     ("PushBlock-v0", {"weights": (1, 2, 3, 1, 2, 3, 1), "size": 6}, ValueError, "distinct"),
@@ -218,6 +220,12 @@ def test_bad_arguments_get_clear_errors(task, kwargs, error, match):
         envs.make_group(task, **kwargs)
     with pytest.raises(error, match=match):
         gymnasium.make(f"groupenvs/{task}", **kwargs)
+
+
+def test_numpy_numbers_are_numbers():  # as from a config or a sweep over np.linspace
+    assert envs.make_group("BatonPass-v0", living_cost=np.float32(0.5)).living_cost == 0.5
+    assert envs.make_group("PushBlock-v0", time_penalty=np.float64(0.25)).time_penalty == 0.25
+    assert envs.make_group("Goal-v0", step_size=np.float32(0.5)).step_size == 0.5
 
 
 # --- scripted and random policies --------------------------------------------------------------

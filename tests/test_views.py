@@ -107,6 +107,32 @@ def test_pettingzoo_ignores_departed_agents_and_rejects_missing_or_unknown():
         env.step({"agent_1": 1.5})
 
 
+def test_pettingzoo_actions_of_the_wrong_form_name_the_agent():
+    env = GroupParallelEnv(num_agents=2, action_sizes=(2, 0))
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"agent_0: continuous action must be float with 2 "
+                                         r"entries, got float32 \(3,\)"):  # ragged, not numpy's
+        env.step({"agent_0": np.zeros(3, np.float32), "agent_1": np.zeros(2, np.float32)})
+    with pytest.raises(TypeError, match="actions must be a dict"):
+        env.step([np.zeros(2, np.float32)] * 2)
+    env = GroupParallelEnv(num_agents=2)
+    env.reset(seed=0)
+    same = env.step({"agent_0": np.array([1]), "agent_1": 0})  # each valid, in different forms
+    env.reset(seed=0)
+    assert repr(same) == repr(env.step({"agent_0": 1, "agent_1": 0}))
+
+
+def test_gymnasium_hybrid_actions_need_exactly_both_keys():
+    env = gymnasium.make("groupenvs/Goal-v0", action_sizes=(1, 1)).unwrapped
+    env.reset(seed=0)
+    good = {"continuous": np.ones((2, 1), np.float32), "discrete": np.ones((2, 1), np.int64)}
+    for action in ({**good, "typo": 0}, {"continuous": good["continuous"]}):
+        with pytest.raises(ValueError, match="exactly the keys 'continuous' and 'discrete'"):
+            env.step(action)
+    with pytest.raises(TypeError, match="flat must be a bool"):
+        gymnasium.make("groupenvs/Goal-v0", flat="False")
+
+
 def test_pettingzoo_absorb_mode_keeps_agents_until_group_ends():
     env = GroupParallelEnv(num_agents=2, death_mode="absorb")
     obs, _ = env.reset(seed=3)
