@@ -41,6 +41,21 @@ CRITICS = {
 PRESETS = Path(__file__).parent / "configs"
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (plain data, no tags that build objects) that refuses a key given
+    twice in one mapping: YAML would keep the last one silently, dropping a setting."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 @dataclass
 class Hyperparameters:
     """How the policy and critic learn (ML-Agents' names). `buffer_size` and `batch_size` left
@@ -138,7 +153,7 @@ class POCAConfig:
         if path.is_dir():
             raise ValueError(f"{path} is a directory, not a YAML config file")
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
         except UnicodeDecodeError:
             raise ValueError(f"{path} is not a text (UTF-8 YAML) file") from None
         except yaml.YAMLError as err:
@@ -149,7 +164,8 @@ class POCAConfig:
         except OSError as err:
             raise ValueError(f"cannot read config {path}: {err.strerror or err}") from None
         if data is None:
-            data = {}
+            raise ValueError(f"{path} is empty (or only comments): a config must be a mapping "
+                             "of settings; to train with the defaults, leave out --config")
         if not isinstance(data, dict):
             raise ValueError(f"{path}: a config must be a mapping (ML-Agents' `behaviors:` "
                              f"layout or one behavior's settings), got {type(data).__name__}")
@@ -238,8 +254,11 @@ class POCAConfig:
         if None not in (hp.batch_size, hp.buffer_size) and hp.batch_size > hp.buffer_size:
             raise ValueError(f"hyperparameters.batch_size ({hp.batch_size}) must not exceed "
                              f"buffer_size ({hp.buffer_size})")
-        if not 0 <= hp.lambd <= 1 or not 0 <= self.reward_signals.extrinsic.gamma <= 1:
-            raise ValueError("lambd and gamma must be in [0, 1]")
+        gamma = self.reward_signals.extrinsic.gamma
+        for name, value in (("hyperparameters.lambd", hp.lambd),
+                            ("reward_signals.extrinsic.gamma", gamma)):
+            if not 0 <= value <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {value}")
         if self.num_env_workers < 0 or self.num_env_workers > self.num_envs:
             raise ValueError(f"num_env_workers must be in [0, num_envs={self.num_envs}] (each "
                              f"worker steps at least one copy), got {self.num_env_workers}")

@@ -100,13 +100,19 @@ RECORD_FORMATS = {".gif": ("PIL", 'Pillow: pip install "groupenvs[gif]"'),
 
 
 def check_record_path(path) -> None:
-    """Fail before playing if `path`'s format is unknown or its writer is not installed."""
+    """Fail before playing if `path`'s format is unknown, its writer is not installed, or its
+    folder does not exist or is not a writable folder."""
     import importlib.util
+    import os
 
     suffix = Path(path).suffix.lower()
     if suffix not in RECORD_FORMATS:
         raise ValueError(f"cannot record {str(path)!r}: the file name must end in "
                          f"{' or '.join(RECORD_FORMATS)}")
+    folder = Path(path).parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise ValueError(f"cannot record {str(path)!r}: {str(folder)!r} is not a writable "
+                         "folder (make it first)")
     module, hint = RECORD_FORMATS[suffix]
     if importlib.util.find_spec(module) is None or (
             suffix == ".mp4" and importlib.util.find_spec("imageio") is None):

@@ -335,6 +335,12 @@ CONFIG_FILES = [  # (file name, bytes, fragment)
     ("strength0.yaml", b"reward_signals: {extrinsic: {strength: 0}}\n",
      "reward_signals.extrinsic.strength must be > 0"),
     ("gamma.yaml", b"reward_signals: {extrinsic: {gamma: .nan}}\n", "gamma must be in"),
+    ("gamma_big.yaml", b"reward_signals: {extrinsic: {gamma: 1.5}}\n",
+     "reward_signals.extrinsic.gamma must be in [0, 1], got 1.5"),
+    ("empty.yaml", b"", "is empty (or only comments)"),
+    ("comments.yaml", b"# behaviors:\n#   Goal: {}\n", "is empty (or only comments)"),
+    ("twice.yaml", b"hyperparameters:\n  batch_size: 64\n  batch_size: 128\n",
+     "line 3, column 3: invalid YAML: duplicate key 'batch_size'"),
     ("seed.yaml", b"seed: -1\n", "seed must be in [0, 4294967295], got -1"),
 ]
 
