@@ -58,10 +58,17 @@ class GroupParallelEnv(ParallelEnv):
         self._last = None
 
     def observation_space(self, agent):  # one object for every agent: `is` holds
+        if agent not in self._slot:
+            self._unknown(agent)
         return self._obs_space
 
     def action_space(self, agent):
+        if agent not in self._slot:
+            self._unknown(agent)
         return self._act_space
+
+    def _unknown(self, agent):
+        raise ValueError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
 
     def reset(self, seed=None, options=None):
         step = self.core.reset(seed=seed)

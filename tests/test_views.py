@@ -122,6 +122,14 @@ def test_pettingzoo_actions_of_the_wrong_form_name_the_agent():
     assert repr(same) == repr(env.step({"agent_0": 1, "agent_1": 0}))
 
 
+def test_pettingzoo_spaces_of_unknown_agents_are_refused():
+    env = GroupParallelEnv(num_agents=2)
+    assert env.observation_space("agent_1") is env.observation_space("agent_0")
+    for space in (env.observation_space, env.action_space):
+        with pytest.raises(ValueError, match=r"unknown agent 'agent_7'; agents are \['agent_0'"):
+            space("agent_7")
+
+
 def test_gymnasium_hybrid_actions_need_exactly_both_keys():
     env = gymnasium.make("groupenvs/Goal-v0", action_sizes=(1, 1)).unwrapped
     env.reset(seed=0)
