@@ -77,7 +77,8 @@ def _encode(space: spaces.Space, value, where: str) -> np.ndarray:
     if array.shape != space.shape:
         raise ValueError(f"{where} has shape {array.shape}; the observation space's is "
                          f"{space.shape}")
-    if array.dtype.kind == "f" and not (np.abs(array) <= FLOAT32_MAX).all():  # False for NaN
+    if array.dtype.kind == "f" and not (np.isfinite(array).all() and (
+            array.dtype.itemsize <= 4 or (np.abs(array) <= FLOAT32_MAX).all())):
         raise ValueError(f"{where} holds NaN/inf, or values beyond float32's range (what the "
                          "networks read)")
     return array if _is_image(space) else array.reshape(-1)
@@ -90,11 +91,12 @@ def _number(value, where: str) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer,
                                                                     np.floating)):
         raise ValueError(f"{where} must be a number, got {type(value).__name__} {value!r:.80}")
-    if not math.isfinite(value) or abs(value) > FLOAT32_MAX:
-        raise ValueError(f"{where} is {value}" + ("" if not math.isfinite(value) else
+    number = float(value)  # a Python float: comparing a float16 with 3.4e38 would overflow
+    if not math.isfinite(number) or abs(number) > FLOAT32_MAX:
+        raise ValueError(f"{where} is {value}" + ("" if not math.isfinite(number) else
                                                   ", beyond float32's range (what the trainer "
                                                   "adds up)"))
-    return float(value)
+    return number
 
 
 def _flag(value, where: str) -> bool:

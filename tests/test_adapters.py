@@ -280,6 +280,15 @@ def test_box_actions_stay_finite_and_inside_any_finite_bounds(bounds):
         env.step({"continuous": np.full((2, 3, 2), value, np.float32)})
 
 
+def test_float16_observations_are_checked_without_overflow():
+    from poca.adapters import _encode
+
+    space = spaces.Box(-np.inf, np.inf, (2,), np.float16)
+    np.testing.assert_array_equal(_encode(space, np.ones(2, np.float16), "x"), [1, 1])
+    with pytest.raises(ValueError, match="x holds NaN/inf"):
+        _encode(space, np.array([np.inf, 0], np.float16), "x")
+
+
 def test_unsupported_spaces_say_what_is_supported():
     class Texty(Leaving):
         def observation_space(self, agent):

@@ -341,8 +341,17 @@ CONFIG_FILES = [  # (file name, bytes, fragment)
     ("comments.yaml", b"# behaviors:\n#   Goal: {}\n", "is empty (or only comments)"),
     ("twice.yaml", b"hyperparameters:\n  batch_size: 64\n  batch_size: 128\n",
      "line 3, column 3: invalid YAML: duplicate key 'batch_size'"),
+    ("listkey.yaml", b"? [a, b]\n: 1\n", "invalid YAML: found unhashable key"),
     ("seed.yaml", b"seed: -1\n", "seed must be in [0, 4294967295], got -1"),
 ]
+
+
+def test_yaml_merge_keys_override_without_counting_as_duplicates(tmp_path):
+    path = tmp_path / "merge.yaml"
+    path.write_text("hyperparameters:\n  <<: {learning_rate: 0.0003, batch_size: 64}\n"
+                    "  batch_size: 128\n  buffer_size: 1024\n")
+    hp = POCAConfig.load(path).hyperparameters
+    assert (hp.learning_rate, hp.batch_size, hp.buffer_size) == (0.0003, 128, 1024)
 
 
 @pytest.mark.parametrize("name, content, fragment", CONFIG_FILES,
