@@ -187,10 +187,10 @@ class GoalGroup(GroupEnv):
         check_choice("reward_mode", reward_mode, REWARD_MODES)
         shared_goal = check_bool("shared_goal", shared_goal)
         self.C, self.B = int(action_sizes[0]), int(action_sizes[1])
-        self.step_size = float(step_size)
+        self.step_size = step_size
         self.obs_size = obs_size
         self.reward_mode = reward_mode
-        self.shared_goal = bool(shared_goal)
+        self.shared_goal = shared_goal
         vec_size = obs_size + (2 if reward_mode == "group" else 0)
         self.num_vector = check_int("num_vector", num_vector, 0, 1)
         self.num_visual = check_int("num_visual", num_visual, 0, 2)

@@ -84,9 +84,8 @@ class PushBlockGroup(grid.GridGroup):
             raise ValueError(f"{len(weights)} blocks need distinct columns: at most size="
                              f"{self.size}, got weights={tuple(weights)!r}")
         A = check_int("num_agents", num_agents, max(weights), 8)
-        time_penalty = check_number("time_penalty", time_penalty, 0)
+        self.time_penalty = check_number("time_penalty", time_penalty, 0)
         self.weights = np.array(weights, np.int64)
-        self.time_penalty = float(time_penalty)
         super().__init__(self.grid_spec(A, 0, max_steps), num_envs)
         self._grid_state()
         E, K = self.num_envs, len(weights)

@@ -134,9 +134,9 @@ def agent_to_core(spec: GroupSpec, slots: list[int], actions: list) -> dict:
         try:
             stacked = np.asarray(values)
         except ValueError:  # ragged: agents sent different shapes (checked one by one below)
-            stacked = np.empty(0, dtype=object)
-        if stacked.dtype.kind not in kinds or stacked.reshape(len(values), -1).shape[1:] \
-                != shape or stacked.ndim > 2:
+            stacked = None
+        if stacked is None or stacked.dtype.kind not in kinds or stacked.ndim > 2 or \
+                stacked.reshape(len(values), -1).shape[1:] != shape:
             for slot, v in zip(slots, values, strict=True):
                 v = np.asarray(v)
                 if v.dtype.kind not in kinds or v.size != shape[0] or v.ndim > 1:

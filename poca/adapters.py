@@ -92,10 +92,10 @@ def _number(value, where: str) -> float:
                                                                     np.floating)):
         raise ValueError(f"{where} must be a number, got {type(value).__name__} {value!r:.80}")
     number = float(value)  # a Python float: comparing a float16 with 3.4e38 would overflow
-    if not math.isfinite(number) or abs(number) > FLOAT32_MAX:
-        raise ValueError(f"{where} is {value}" + ("" if not math.isfinite(number) else
-                                                  ", beyond float32's range (what the trainer "
-                                                  "adds up)"))
+    if not math.isfinite(number):
+        raise ValueError(f"{where} is {value}")
+    if abs(number) > FLOAT32_MAX:
+        raise ValueError(f"{where} is {value}, beyond float32's range (what the trainer adds up)")
     return number
 
 
