@@ -173,10 +173,15 @@ def _train(args) -> int:
     print(f"{verb} {steps:,} agent-steps ({result.agent_steps:,} in all), "
           f"{result.episodes:,} episodes in {result.wall_seconds:.1f} s "
           f"({rate:,.0f} agent-steps/s)")
-    means = {"group return": result.mean_return(), "team return": result.mean_team_return()}
-    name, other = _scores(result.pays_group_reward)
-    print(f"last 20 episodes: mean {_named(name)} {means[name]:+.3f}; mean {_named(other)} "
-          f"{means[other]:+.3f}")
+    if not result.episode_log:  # the means of no episodes would print as +nan
+        print("last 20 episodes: none has ended yet (an episode is longer than this run; "
+              "raise --max-steps)")
+    else:
+        means = {"group return": result.mean_return(),
+                 "team return": result.mean_team_return()}
+        name, other = _scores(result.pays_group_reward)
+        print(f"last 20 episodes: mean {_named(name)} {means[name]:+.3f}; mean {_named(other)} "
+              f"{means[other]:+.3f}")
     print(f"checkpoint: {result.checkpoint}")
     return 130 if result.interrupted else 0
 

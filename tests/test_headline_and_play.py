@@ -140,3 +140,15 @@ def test_play_records_mp4_with_imageio(third_party, tmp_path, capsys):
     assert mp4.read_bytes()[4:8] == b"ftyp"  # an MP4 container
     # (imageio's ffmpeg reader leaks file handles, so count frames with ffmpeg itself)
     assert imageio_ffmpeg.count_frames_and_secs(str(mp4)) == (5, 0.5)  # 5 steps at 10 fps
+
+
+def test_a_run_shorter_than_an_episode_says_so_rather_than_nan(tmp_path, capsys):
+    # step_size 0.001: no agent reaches an edge within the 100-step time limit, so in 200
+    # agent-steps (25 steps of 4 envs of 2 agents) no episode ends
+    assert main(["train", "groupenvs/Goal-v0", "--env-kwargs", '{"step_size": 0.001}',
+                 "--run-dir", str(tmp_path / "run"), "--no-progress", "--max-steps", "200",
+                 "--num-envs", "4", "--set", "hyperparameters.buffer_size=100",
+                 "--set", "hyperparameters.batch_size=50"]) == 0
+    out = capsys.readouterr().out
+    assert "0 episodes" in out and "nan" not in out
+    assert "last 20 episodes: none has ended yet" in out
