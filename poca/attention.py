@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -38,6 +39,10 @@ class ResidualSelfAttention(nn.Module):
         for lin in (self.qkv, self.out):
             nn.init.normal_(lin.weight, std=math.sqrt(0.125 / size))
             nn.init.zeros_(lin.bias)
+        # head_of[e, h] = 1 where feature e belongs to head h: a matmul with it sums each head's
+        # features, where a sum over a trailing dim of size/heads is slow on CPU (not saved)
+        self.register_buffer("head_of", torch.eye(heads).repeat_interleave(size // heads, 0),
+                             persistent=False)
 
     def forward(self, x: Tensor, present: Tensor) -> Tensor:
         B, N, E = x.shape
@@ -52,10 +57,10 @@ class ResidualSelfAttention(nn.Module):
         E, H = E3 // 3, self.heads
         if N <= 4:  # few entities (small groups): elementwise beats tiny batched matmuls 2x
             q, k, v = qkv.split(E, -1)
-            logits = (q.unsqueeze(2) * k.unsqueeze(1)).view(B, N, N, H, E // H).sum(-1)
+            logits = (q.unsqueeze(2) * k.unsqueeze(1)) @ self.head_of  # [B, query, key, head]
             logits = logits.masked_fill(~present[:, None, :, None], NEG) / math.sqrt(E)
-            weights = logits.softmax(2)  # [B, query, key, head]
-            return (weights.unsqueeze(-1) * v.view(B, 1, N, H, E // H)).sum(2).reshape(B, N, E)
+            weights = logits.softmax(2) @ self.head_of.T  # each head's weight on its features
+            return (weights * v.unsqueeze(1)).sum(2)
         q, k, v = qkv.view(B, N, 3, H, E // H).permute(2, 0, 3, 1, 4)  # [B, H, N, E/H] each
         logits = (q @ k.transpose(-1, -2)).masked_fill(~present[:, None, None, :], NEG)
         weights = (logits / math.sqrt(E)).softmax(-1)
