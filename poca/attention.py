@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 NEG = -1e6  # logit for absent keys: exp underflows to exactly 0, with no NaN for empty sets
+HEADS = 4  # as ML-Agents' entity attention
 
 
 def entity_embedding(in_size: int, size: int) -> nn.Sequential:
@@ -31,8 +32,11 @@ class ResidualSelfAttention(nn.Module):
     inputs are zeroed, their keys get weight exp(-1e6) = 0, and the mean skips them.
     """
 
-    def __init__(self, size: int, heads: int = 4):
+    def __init__(self, size: int, heads: int = HEADS):
         super().__init__()
+        if size % heads:
+            raise ValueError(f"attention: its size (network_settings.hidden_units) must be a "
+                             f"multiple of its {heads} heads, got {size}")
         self.size, self.heads = size, heads
         self.qkv = nn.Linear(size, 3 * size)
         self.out = nn.Linear(size, size)

@@ -283,7 +283,13 @@ class POCAConfig:
                                        or net.memory.sequence_length <= 0):
             raise ValueError("network_settings.memory: memory_size must be even and > 0, "
                              "sequence_length > 0")
+        from poca.attention import HEADS
         from poca.encoders import MIN_IMAGE_SIZE
+
+        if net.hidden_units % HEADS and self.critic == "attention":
+            raise ValueError(f"network_settings.hidden_units must be a multiple of {HEADS} with "
+                             f"critic 'attention' (the heads of its attention over agents), got "
+                             f"{net.hidden_units}")
 
         if net.vis_encode_type not in MIN_IMAGE_SIZE:
             raise ValueError(f"network_settings.vis_encode_type must be one of "

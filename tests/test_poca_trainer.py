@@ -147,12 +147,24 @@ def test_config_from_mlagents_yaml(tmp_path):
     ({"hyperparameters": {"batch_size": 512, "buffer_size": 256}}, r"must not exceed"),
     ({"hyperparameters": {"beta_schedule": "cosine"}}, r"beta_schedule must be one of"),
     ({"network_settings": {"memory": {"memory_size": 15}}}, r"memory_size must be even"),
+    ({"network_settings": {"hidden_units": 10}}, r"hidden_units must be a multiple of 4 with "
+                                                 r"critic 'attention'.*got 10"),
     ({"trainer_type": "ppo"}, r"trainer_type must be 'poca'"),
     ({"device": "tpu"}, r"device must be"),
 ])
 def test_invalid_config_fails_with_valid_keys(data, match):
     with pytest.raises(ValueError, match=match):
         POCAConfig.from_dict(data)
+
+
+def test_hidden_units_off_the_attention_heads():
+    # a critic without attention takes any width; an entity list still needs whole heads
+    config = POCAConfig.from_dict({"critic": "independent", "network_settings": {
+        "hidden_units": 10}, "max_steps": 1})
+    Trainer(make_env("Goal-v0", 2), config, progress=False)
+    with pytest.raises(ValueError, match=r"network_settings.hidden_units\) must be a multiple "
+                                         r"of its 4 heads, got 10"):
+        Trainer(make_env("GoalEntities-v0", 2), config, progress=False)
 
 
 def test_unknown_preset_lists_bundled_ones():
