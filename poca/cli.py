@@ -174,8 +174,8 @@ def _train(args) -> int:
           f"{result.episodes:,} episodes in {result.wall_seconds:.1f} s "
           f"({rate:,.0f} agent-steps/s)")
     if not result.episode_log:  # the means of no episodes would print as +nan
-        print("last 20 episodes: none has ended yet (an episode is longer than this run; "
-              "raise --max-steps)")
+        print("last 20 episodes: none has ended yet" + ("" if result.interrupted else
+              " (an episode is longer than this run; raise --max-steps)"))
     else:
         means = {"group return": result.mean_return(),
                  "team return": result.mean_team_return()}
