@@ -52,8 +52,8 @@ class Acting:
         """Sample every slot's action for `step` (a `GroupStep`); alive slots' memories go on,
         zeroed where an episode starts."""
         dev = self.device
-        obs = [torch.as_tensor(view, device=dev) for view in step.obs]
         alive = torch.as_tensor(step.alive, device=dev)
+        obs = blank_absent(step.obs, alive)
         mask = None if step.action_mask is None else torch.as_tensor(step.action_mask, device=dev)
         starts = alive & ~self.continuing
         memory = None if self.memory is None else torch.where(starts[..., None], 0.0, self.memory)
@@ -77,6 +77,23 @@ class Acting:
         ended = after.terminated | after.truncated | after.group_done[:, None]
         self.continuing = torch.as_tensor(step.alive & ~ended, device=self.device)
         self.group_continuing = torch.as_tensor(~after.group_done, device=self.device)
+
+
+def blank_absent(views, present: Tensor) -> list[Tensor]:
+    """Observation arrays [E, A, ...] -> tensors on `present`'s device, zero in every slot that
+    is not `present` [E, A].
+
+    An env may leave anything in those slots (`envs.core`: learners mask them). The masks do
+    ignore them exactly, but only finite values: the actor still samples for every slot, and a
+    masked product with NaN or inf is NaN, so garbage there stopped training. Zeros change
+    nothing else (the same episodes, the same curve).
+    """
+    out = []
+    for view in views:
+        x = torch.as_tensor(view, device=present.device)
+        out.append(torch.where(present.reshape(present.shape + (1,) * (x.dim() - 2)), x,
+                               torch.zeros((), dtype=x.dtype, device=x.device)))
+    return out
 
 
 def _first_step(dist: ActionDist) -> ActionDist:

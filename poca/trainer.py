@@ -24,7 +24,7 @@ from torch import Tensor
 
 from envs.core import GroupEnv
 from poca import checkpoint, guards, runfolder
-from poca.acting import Acting
+from poca.acting import Acting, blank_absent
 from poca.adam import Adam
 from poca.config import POCAConfig
 from poca.curves import LAST, mean_of_last
@@ -237,20 +237,21 @@ class Trainer:
             step = after
         self._step = step
         device = self.device
+        final_alive = (torch.as_tensor(np.concatenate(final_alive), device=device) if final_alive
+                       else torch.zeros((0, self.spec.num_agents), dtype=torch.bool,
+                                        device=device))
         return Rollout(
             obs=[torch.stack(component) for component in zip(*obs, strict=False)],
             **{name: None if col[0] is None else torch.stack(col)
                for name, col in acted_cols.items()},
             **{name: torch.as_tensor(np.stack(col), device=device)
                for name, col in env_cols.items()},
-            next_obs=[torch.as_tensor(view, device=device) for view in step.obs],
+            next_obs=blank_absent(step.obs, torch.as_tensor(step.alive, device=device)),
             next_alive=torch.as_tensor(step.alive, device=device),
             next_group_start=~self.acting.group_continuing,
-            final_obs=[torch.as_tensor(np.concatenate(component), device=device)
-                       for component in zip(*final_obs, strict=False)],
-            final_alive=torch.as_tensor(np.concatenate(final_alive), device=device)
-            if final_alive else torch.zeros((0, self.spec.num_agents), dtype=torch.bool,
-                                            device=device))
+            final_obs=blank_absent([np.concatenate(component)
+                                    for component in zip(*final_obs, strict=False)], final_alive),
+            final_alive=final_alive)
 
     def _log_episodes(self, step, agent_steps: int) -> None:
         """Add the step's rewards to each env's running returns; log the episodes it ended."""

@@ -3,6 +3,7 @@
 Each row names what it feeds in, the exception type it must raise and a fragment of the message;
 every message must name where the bad value is (agent, field, step; file and line; key)."""
 
+import dataclasses
 import functools
 import math
 import os
@@ -23,7 +24,7 @@ from poca import checkpoint
 from poca.adapters import ParallelEnvGroup, make_env
 from poca.cli import main
 from poca.config import POCAConfig
-from poca.evaluate import load_actor
+from poca.evaluate import evaluate, load_actor
 from poca.trainer import Trainer, TrainingDiverged, train
 
 SMALL = ["--set", "hyperparameters.batch_size=32", "--set", "hyperparameters.buffer_size=128",
@@ -258,6 +259,62 @@ def test_dead_slot_garbage_is_never_read(data, E, A):
     np.testing.assert_array_equal(seen_disc[alive], good_disc[alive])
     np.testing.assert_array_equal(sent[0], cont)  # the caller's arrays are not changed
     np.testing.assert_array_equal(sent[1], disc)
+
+
+class DeadSlotsHold:
+    """A GroupEnv whose observation rows of slots that are not alive (in `obs`, and in the
+    `final_obs` of ended groups for every slot not truncated) hold `value`: the contract lets
+    them hold anything."""
+
+    def __init__(self, env: GroupEnv, value):
+        self.env, self.value = env, value
+
+    def __getattr__(self, name):
+        return getattr(self.env, name)
+
+    def _fill(self, step):
+        def fill(views, live):
+            return tuple(np.where((~live).reshape(live.shape + (1,) * (v.ndim - 2)),
+                                  np.asarray(self.value).astype(v.dtype), v) for v in views)
+        live_final = np.where(step.group_done[:, None], step.truncated, step.alive)
+        return dataclasses.replace(step, obs=fill(step.obs, step.alive),
+                                   final_obs=fill(step.final_obs, live_final))
+
+    def reset(self, *args, **kwargs):
+        return self._fill(self.env.reset(*args, **kwargs))
+
+    def step(self, *args, **kwargs):
+        return self._fill(self.env.step(*args, **kwargs))
+
+
+@pytest.mark.parametrize("task, kwargs, overrides", [
+    ("Goal-v0", {"max_steps": 8}, {"network_settings.normalize": True}),  # truncations too
+    ("GoalMemory-v0", {"max_steps": 8},
+     {"network_settings.memory": {"memory_size": 8, "sequence_length": 4}}),
+    ("GoalEntities-v0", {}, {}),
+    ("Goal-v0", {"action_sizes": (1, 1)}, {"critic": "absorbing"}),
+    ("Goal-v0", {}, {"critic": "independent"}),
+])
+@pytest.mark.parametrize("value", [math.nan, 1e30, -7.0])
+def test_dead_slot_observations_change_nothing(task, kwargs, overrides, value):
+    """Whatever the slots of agents that are not alive hold (NaN and 1e30 stopped training
+    before), training and evaluation are those of a clean env, to the bit."""
+    config = POCAConfig.load("goal").override({**overrides, "max_steps": 2500,
+                                               "num_envs": 16, "seed": 3})
+    runs = []
+    for fill in (None, value):
+        env = make_env(task, config.num_envs, kwargs)
+        trainer = Trainer(env if fill is None else DeadSlotsHold(env, fill), config,
+                          progress=False)
+        result = trainer.run()
+        eval_env = make_env(task, 20, kwargs)
+        returns = evaluate(trainer.actor, eval_env if fill is None else
+                           DeadSlotsHold(eval_env, fill), seed=5)
+        runs.append((result.episode_log, returns.tolist(),
+                     [p.detach().clone() for p in trainer.params]))
+    (log, returns, params), (log2, returns2, params2) = runs
+    assert log == log2 and returns == returns2 and len(log) > 10
+    assert all(torch.equal(a, b) for a, b in zip(params, params2, strict=True))
 
 
 @pytest.mark.parametrize("garbage", [math.nan, math.inf, -1e30, -1, -2, 99, 2**62])
