@@ -191,6 +191,12 @@ class GroupEnv(ABC):
         self.max_agents = spec.num_agents
         E, A = self.num_envs, self.max_agents
         self.alive = np.zeros((E, A), dtype=bool)
+        # What the hooks must return. Checked on reset, on the first step after it and on the
+        # first auto-reset, so that a task's shape mistake is named there rather than deep inside
+        # a learner; later steps are not checked again (a per-call cost of the PettingZoo view).
+        self._obs_shapes = tuple((E, A, *o.shape) for o in spec.obs)
+        self._step_shapes = ((E, A), (E,), (E, A), (E, A))
+        self._check_next, self._rows_checked = False, False
         # Time is one step counter for the batch and each env's start: checking the time limit
         # costs nothing until the earliest deadline comes.
         self._clock = 0
@@ -232,7 +238,8 @@ class GroupEnv(ABC):
         self._reset_envs(self.env_ids)
         self._restart_clock(self.env_ids)
         E, A = self.num_envs, self.max_agents
-        obs = self._observe()
+        obs = self._observed()
+        self._check_next = True  # and the first step after a reset
         no = np.zeros((E, A), dtype=bool)
         return GroupStep(obs=obs, alive=self.alive.copy(), reward=np.zeros((E, A), np.float32),
                          group_reward=np.zeros(E, np.float32), terminated=no, truncated=no.copy(),
@@ -246,7 +253,9 @@ class GroupEnv(ABC):
             raise RuntimeError("step() called before reset(): call reset() first")
         E = self.num_envs
         cont, disc = self._check_actions(actions)
-        reward, group_reward, terminated, truncated = self._step(cont, disc)
+        out = self._step(cont, disc)
+        checking, self._check_next = self._check_next, False
+        reward, group_reward, terminated, truncated = self._checked(out) if checking else out
         self._clock += 1
         timed_out = self._clock >= self._deadline
         if timed_out:
@@ -257,7 +266,7 @@ class GroupEnv(ABC):
             # count_nonzero: a plain C loop, a third of a ufunc reduction's cost on small batches
             ended = np.count_nonzero(terminated) or np.count_nonzero(truncated)
             group_done = ~agent_any(self.alive) if ended else np.zeros(E, dtype=bool)
-        obs = final_obs = self._observe()
+        obs = final_obs = self._observed() if checking else self._observe()
         # no agent ended and no time limit: no group can be done (the common step)
         if (timed_out or ended) and np.count_nonzero(group_done):
             idx = np.flatnonzero(group_done)
@@ -266,7 +275,9 @@ class GroupEnv(ABC):
             self._reset_envs(idx)  # self.t[idx] still counts the ended episode's steps here
             self._restart_clock(idx)
             obs = tuple(o.copy() for o in final_obs)
-            for o, rows in zip(obs, self._observe(idx), strict=True):
+            fresh = self._observe(idx) if self._rows_checked else self._observed(idx)
+            self._rows_checked = True
+            for o, rows in zip(obs, fresh, strict=True):
                 o[idx] = rows
         return GroupStep(obs=obs, alive=self.alive.copy(), reward=reward, group_reward=group_reward,
                          terminated=terminated, truncated=truncated, group_done=group_done,
@@ -285,6 +296,46 @@ class GroupEnv(ABC):
         self._closed = True
 
     # -- checks --
+    def _observed(self, rows=slice(None)) -> tuple[np.ndarray, ...]:
+        """`_observe(rows)` with its arrays' shapes checked against `spec.obs`."""
+        obs = self._observe(rows)
+        n = self.num_envs if isinstance(rows, slice) else len(rows)
+        try:
+            shapes = tuple(o.shape for o in obs)
+        except AttributeError:
+            shapes = None
+        if shapes != self._obs_shapes:  # also for a subset of rows: checked one by one
+            want = [(n, *shape[1:]) for shape in self._obs_shapes]
+            if len(obs) != len(want):
+                raise ValueError(f"{type(self).__name__}._observe returned {len(obs)} arrays "
+                                 f"for {len(want)} observation components")
+            for o, spec, shape in zip(obs, self.spec.obs, want, strict=True):
+                if getattr(o, "shape", None) != shape:
+                    raise ValueError(f"{type(self).__name__}._observe: component {spec.name!r} "
+                                     f"has shape {getattr(o, 'shape', type(o).__name__)}, "
+                                     f"expected {shape} (envs, agents, then the component's "
+                                     f"shape {spec.shape})")
+        return obs
+
+    def _checked(self, out) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """`_step`'s (reward, group_reward, terminated, truncated), shapes checked."""
+        try:
+            right = len(out) == 4 and (out[0].shape, out[1].shape, out[2].shape,
+                                       out[3].shape) == self._step_shapes
+        except AttributeError:
+            right = False
+        if not right:
+            names = ("reward", "group_reward", "terminated", "truncated")
+            if len(out) != 4:
+                raise ValueError(f"{type(self).__name__}._step must return {names}, got "
+                                 f"{len(out)} values")
+            for name, value, want in zip(names, out, self._step_shapes, strict=True):
+                if getattr(value, "shape", None) != want:
+                    raise ValueError(f"{type(self).__name__}._step: {name} has shape "
+                                     f"{getattr(value, 'shape', type(value).__name__)}, "
+                                     f"expected {want}")
+        return out
+
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"{type(self).__name__} is closed; make a new one")

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import envs
-from envs.core import GroupStep, env_keys
+from envs.core import GroupEnv, GroupSpec, GroupStep, ObsSpec, env_keys
 
 
 def random_actions(rng, env):
@@ -209,3 +209,53 @@ def test_bad_seed():
         env.reset(seed=-1)
     with pytest.raises(TypeError, match="seed"):
         env.reset(seed="1")
+
+
+class Sloppy(GroupEnv):
+    """A task whose hooks return the wrong shapes (`mistake`), or the right ones (None)."""
+
+    def __init__(self, mistake=None):
+        super().__init__(GroupSpec(2, (ObsSpec("v", "vector", (3,)),), 0, (2,), 10), 4)
+        self.mistake = mistake
+
+    def _reset_envs(self, idx):
+        self.alive[idx] = True
+
+    def _step(self, cont, disc):
+        E, A = self.alive.shape
+        out = [np.zeros((E, A), np.float32), np.zeros(E, np.float32), np.zeros((E, A), bool),
+               np.zeros((E, A), bool)]
+        if self.mistake == "reward":
+            out[0] = np.zeros(E, np.float32)
+        if self.mistake == "group_reward":
+            out[1] = 0.0
+        if self.mistake == "three":
+            out = out[:3]
+        return tuple(out)
+
+    def _observe(self, rows=slice(None)):
+        obs = np.zeros((self.num_envs, 2, 3), np.float32)[rows]
+        if self.mistake == "obs":
+            return (obs[..., :2],)
+        if self.mistake == "components":
+            return (obs, obs)
+        return (obs,)
+
+
+@pytest.mark.parametrize("mistake, match", [
+    ("obs", r"Sloppy._observe: component 'v' has shape \(4, 2, 2\), expected \(4, 2, 3\)"),
+    ("components", r"Sloppy._observe returned 2 arrays for 1 observation components"),
+    ("reward", r"Sloppy._step: reward has shape \(4,\), expected \(4, 2\)"),
+    ("group_reward", r"Sloppy._step: group_reward has shape float, expected \(4,\)"),
+    ("three", r"Sloppy._step must return \('reward', 'group_reward', 'terminated', "
+              r"'truncated'\), got 3 values"),
+])
+def test_a_task_hook_with_wrong_shapes_is_named(mistake, match):
+    """A task author's shape mistake is an error naming the hook, not a crash in a learner."""
+    env = Sloppy(mistake)
+    with pytest.raises(ValueError, match=match):
+        env.reset(seed=0)
+        env.step({"discrete": np.zeros((4, 2, 1), np.int64)})
+    ok = Sloppy()
+    ok.reset(seed=0)
+    assert ok.step({"discrete": np.zeros((4, 2, 1), np.int64)}).obs[0].shape == (4, 2, 3)
