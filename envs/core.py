@@ -28,6 +28,17 @@ class ObsSpec:
     low: float = -1.0
     high: float = 1.0
 
+    def __post_init__(self):
+        if self.kind not in OBS_KINDS:
+            raise ValueError(f"observation {self.name!r}: kind must be one of {OBS_KINDS}, got "
+                             f"{self.kind!r}")
+        rank = {"vector": 1, "image": 3, "entities": 2}[self.kind]
+        if len(self.shape) != rank:
+            raise ValueError(f"observation {self.name!r}: kind {self.kind!r} has {rank} dims, "
+                             f"got shape {self.shape}")
+        for size in self.shape:
+            check_int(f"observation {self.name!r}: each size of its shape {self.shape}", size, 1)
+
     @property
     def dtype(self) -> type:
         return np.uint8 if self.kind == "image" else np.float32
@@ -42,6 +53,19 @@ class GroupSpec:
     continuous_size: int
     discrete_branches: tuple[int, ...]
     max_steps: int
+
+    def __post_init__(self):
+        check_int("GroupSpec.num_agents", self.num_agents, 1)
+        if not self.obs or not all(isinstance(o, ObsSpec) for o in self.obs):
+            raise ValueError(f"GroupSpec.obs must be a non-empty tuple of ObsSpec, got "
+                             f"{self.obs!r:.100}")
+        check_int("GroupSpec.continuous_size", self.continuous_size, 0)
+        for size in self.discrete_branches:
+            check_int("GroupSpec.discrete_branches: each branch size", size, 1)
+        if not self.continuous_size and not self.discrete_branches:
+            raise ValueError("GroupSpec: a task needs at least one action (continuous_size > 0 "
+                             "or a discrete branch)")
+        check_int("GroupSpec.max_steps", self.max_steps, 1)
 
     @property
     def action_sizes(self) -> tuple[int, tuple[int, ...]]:

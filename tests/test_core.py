@@ -259,3 +259,23 @@ def test_a_task_hook_with_wrong_shapes_is_named(mistake, match):
     ok = Sloppy()
     ok.reset(seed=0)
     assert ok.step({"discrete": np.zeros((4, 2, 1), np.int64)}).obs[0].shape == (4, 2, 3)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: ObsSpec("v", "vector", (0,)), r"observation 'v': each size of its shape \(0,\)"),
+    (lambda: ObsSpec("v", "vector", (2, 3)),
+     r"observation 'v': kind 'vector' has 1 dims, got shape \(2, 3\)"),
+    (lambda: ObsSpec("i", "image", (8, 8)), r"observation 'i': kind 'image' has 3 dims"),
+    (lambda: ObsSpec("v", "pixels", (3,)), r"observation 'v': kind must be one of"),
+    (lambda: GroupSpec(2, (ObsSpec("v", "vector", (3,)),), 0, (), 10),
+     r"a task needs at least one action"),
+    (lambda: GroupSpec(0, (ObsSpec("v", "vector", (3,)),), 1, (), 10), r"num_agents must be"),
+    (lambda: GroupSpec(2, (), 1, (), 10), r"obs must be a non-empty tuple of ObsSpec"),
+    (lambda: GroupSpec(2, (ObsSpec("v", "vector", (3,)),), 0, (2, 0), 10),
+     r"each branch size must be >= 1, got 0"),
+    (lambda: GroupSpec(2, (ObsSpec("v", "vector", (3,)),), 1, (), 0), r"max_steps must be"),
+])
+def test_a_spec_a_learner_cannot_use_is_refused_when_made(make, match):
+    """Zero-size or misshaped observations, or no action at all, crashed inside the trainer."""
+    with pytest.raises(ValueError, match=match):
+        make()
