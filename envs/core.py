@@ -218,7 +218,6 @@ class GroupEnv(ABC):
         # What the hooks must return. Checked on reset, on the first step after it and on the
         # first auto-reset, so that a task's shape mistake is named there rather than deep inside
         # a learner; later steps are not checked again (a per-call cost of the PettingZoo view).
-        self._obs_shapes = tuple((E, A, *o.shape) for o in spec.obs)
         self._step_shapes = ((E, A), (E,), (E, A), (E, A))
         self._check_next, self._rows_checked = False, False
         # Time is one step counter for the batch and each env's start: checking the time limit
@@ -321,43 +320,36 @@ class GroupEnv(ABC):
 
     # -- checks --
     def _observed(self, rows=slice(None)) -> tuple[np.ndarray, ...]:
-        """`_observe(rows)` with its arrays' shapes checked against `spec.obs`."""
+        """`_observe(rows)` checked against `spec.obs`: the shapes, and uint8 images (learners
+        scale them by 1/255)."""
         obs = self._observe(rows)
         n = self.num_envs if isinstance(rows, slice) else len(rows)
-        try:
-            shapes = tuple(o.shape for o in obs)
-        except AttributeError:
-            shapes = None
-        if shapes != self._obs_shapes:  # also for a subset of rows: checked one by one
-            want = [(n, *shape[1:]) for shape in self._obs_shapes]
-            if len(obs) != len(want):
-                raise ValueError(f"{type(self).__name__}._observe returned {len(obs)} arrays "
-                                 f"for {len(want)} observation components")
-            for o, spec, shape in zip(obs, self.spec.obs, want, strict=True):
-                if getattr(o, "shape", None) != shape:
-                    raise ValueError(f"{type(self).__name__}._observe: component {spec.name!r} "
-                                     f"has shape {getattr(o, 'shape', type(o).__name__)}, "
-                                     f"expected {shape} (envs, agents, then the component's "
-                                     f"shape {spec.shape})")
+        task = type(self).__name__
+        if len(obs) != len(self.spec.obs):
+            raise ValueError(f"{task}._observe returned {len(obs)} arrays for "
+                             f"{len(self.spec.obs)} observation components")
+        for o, spec in zip(obs, self.spec.obs, strict=True):
+            want = (n, self.max_agents, *spec.shape)
+            if getattr(o, "shape", None) != want:
+                raise ValueError(f"{task}._observe: component {spec.name!r} has shape "
+                                 f"{getattr(o, 'shape', type(o).__name__)}, expected {want} "
+                                 f"(envs, agents, then the component's shape {spec.shape})")
+            if spec.kind == "image" and o.dtype != np.uint8:
+                raise ValueError(f"{task}._observe: component {spec.name!r} is an image and "
+                                 f"must be uint8 (0-255), got {o.dtype}")
         return obs
 
     def _checked(self, out) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """`_step`'s (reward, group_reward, terminated, truncated), shapes checked."""
-        try:
-            right = len(out) == 4 and (out[0].shape, out[1].shape, out[2].shape,
-                                       out[3].shape) == self._step_shapes
-        except AttributeError:
-            right = False
-        if not right:
-            names = ("reward", "group_reward", "terminated", "truncated")
-            if len(out) != 4:
-                raise ValueError(f"{type(self).__name__}._step must return {names}, got "
-                                 f"{len(out)} values")
-            for name, value, want in zip(names, out, self._step_shapes, strict=True):
-                if getattr(value, "shape", None) != want:
-                    raise ValueError(f"{type(self).__name__}._step: {name} has shape "
-                                     f"{getattr(value, 'shape', type(value).__name__)}, "
-                                     f"expected {want}")
+        names = ("reward", "group_reward", "terminated", "truncated")
+        if len(out) != 4:
+            raise ValueError(f"{type(self).__name__}._step must return {names}, got {len(out)} "
+                             f"values")
+        for name, value, want in zip(names, out, self._step_shapes, strict=True):
+            if getattr(value, "shape", None) != want:
+                raise ValueError(f"{type(self).__name__}._step: {name} has shape "
+                                 f"{getattr(value, 'shape', type(value).__name__)}, expected "
+                                 f"{want}")
         return out
 
     def _check_open(self) -> None:

@@ -215,7 +215,10 @@ class Sloppy(GroupEnv):
     """A task whose hooks return the wrong shapes (`mistake`), or the right ones (None)."""
 
     def __init__(self, mistake=None):
-        super().__init__(GroupSpec(2, (ObsSpec("v", "vector", (3,)),), 0, (2,), 10), 4)
+        obs = (ObsSpec("v", "vector", (3,)),)
+        if mistake == "float_image":
+            obs += (ObsSpec("i", "image", (8, 8, 3), 0.0, 255.0),)
+        super().__init__(GroupSpec(2, obs, 0, (2,), 10), 4)
         self.mistake = mistake
 
     def _reset_envs(self, idx):
@@ -239,6 +242,8 @@ class Sloppy(GroupEnv):
             return (obs[..., :2],)
         if self.mistake == "components":
             return (obs, obs)
+        if self.mistake == "float_image":
+            return (obs, np.zeros((self.num_envs, 2, 8, 8, 3), np.float32)[rows])
         return (obs,)
 
 
@@ -246,6 +251,7 @@ class Sloppy(GroupEnv):
     ("obs", r"Sloppy._observe: component 'v' has shape \(4, 2, 2\), expected \(4, 2, 3\)"),
     ("components", r"Sloppy._observe returned 2 arrays for 1 observation components"),
     ("reward", r"Sloppy._step: reward has shape \(4,\), expected \(4, 2\)"),
+    ("float_image", r"component 'i' is an image and must be uint8 \(0-255\), got float32"),
     ("group_reward", r"Sloppy._step: group_reward has shape float, expected \(4,\)"),
     ("three", r"Sloppy._step must return \('reward', 'group_reward', 'terminated', "
               r"'truncated'\), got 3 values"),
