@@ -55,8 +55,6 @@ class Acting:
         alive = torch.as_tensor(step.alive, device=dev)
         obs = blank_absent(step.obs, alive)
         mask = None if step.action_mask is None else torch.as_tensor(step.action_mask, device=dev)
-        if mask is not None:
-            _check_some_action_legal(mask, alive, self.actor.branches)
         starts = alive & ~self.continuing
         memory = None if self.memory is None else torch.where(starts[..., None], 0.0, self.memory)
         # the time-major actor on a one-step sequence [1, E, A, ...] (memory or none)
@@ -96,18 +94,6 @@ def blank_absent(views, present: Tensor) -> list[Tensor]:
         out.append(torch.where(present.reshape(present.shape + (1,) * (x.dim() - 2)), x,
                                torch.zeros((), dtype=x.dtype, device=x.device)))
     return out
-
-
-def _check_some_action_legal(mask: Tensor, alive: Tensor, branches) -> None:
-    """Raise for an alive agent whose action mask [E, A, sum(branches)] allows nothing in a
-    branch: a masked-out branch would still be sampled (uniformly), sending an illegal action."""
-    legal = torch.stack([part.any(-1) for part in mask.split(list(branches), -1)], -1)
-    stuck = ~legal & alive[..., None]  # [E, A, B]
-    if stuck.any():
-        e, a, b = torch.nonzero(stuck)[0].tolist()
-        raise ValueError(f"env {e}, agent slot {a}: the action mask allows no action in "
-                         f"discrete branch {b} (of size {branches[b]}); an agent that acts needs "
-                         f"at least one legal action in every branch")
 
 
 def _first_step(dist: ActionDist) -> ActionDist:

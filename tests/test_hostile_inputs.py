@@ -317,44 +317,6 @@ def test_dead_slot_observations_change_nothing(task, kwargs, overrides, value):
     assert all(torch.equal(a, b) for a, b in zip(params, params2, strict=True))
 
 
-class MaskedTask(GroupEnv):
-    """Two agents, branches of 3 and 2; the mask forbids action 2 of branch 0 (and, with
-    `stuck`, every action of branch 1 for env 1, slot `stuck` from step 3 on)."""
-
-    def __init__(self, num_envs: int = 4, stuck: int | None = None):
-        super().__init__(GroupSpec(2, (ObsSpec("v", "vector", (2,)),), 0, (3, 2), 6), num_envs)
-        self.stuck, self.illegal = stuck, 0
-
-    def _reset_envs(self, idx):
-        self.alive[idx] = True
-
-    def _step(self, cont, disc):
-        self.illegal += int(((disc[..., 0] == 2) & self.alive).sum())
-        E, A = self.alive.shape
-        return ((disc[..., 0] == 1) * self.alive).astype(np.float32), np.zeros(E, np.float32), \
-            np.zeros((E, A), bool), np.zeros((E, A), bool)
-
-    def _observe(self, rows=slice(None)):
-        return (np.ones((self.num_envs, 2, 2), np.float32)[rows],)
-
-    def _action_mask(self):
-        mask = np.ones((self.num_envs, 2, 5), bool)
-        mask[..., 2] = False
-        if self.stuck is not None and self.t[1] >= 3:
-            mask[1, self.stuck, 3:] = False
-        return mask
-
-
-def test_an_action_mask_with_no_legal_action_is_an_error_naming_the_agent():
-    legal = MaskedTask()
-    Trainer(legal, POCAConfig().override({"max_steps": 400, "num_envs": 4}), progress=False).run()
-    assert legal.illegal == 0  # masked actions are never sent
-    with pytest.raises(ValueError, match=r"env 1, agent slot 0: the action mask allows no "
-                                         r"action in discrete branch 1 \(of size 2\)"):
-        Trainer(MaskedTask(stuck=0), POCAConfig().override({"max_steps": 400, "num_envs": 4}),
-                progress=False).run()
-
-
 @pytest.mark.parametrize("garbage", [math.nan, math.inf, -1e30, -1, -2, 99, 2**62])
 def test_dead_slot_garbage_does_not_change_goal(garbage):
     """Two Goal batches stepped alike (agent 0 heads for the edge and leaves early, the others
