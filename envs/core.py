@@ -323,7 +323,7 @@ class GroupEnv(ABC):
         """`_observe(rows)` checked against `spec.obs`: the shapes, and uint8 images (learners
         scale them by 1/255)."""
         obs = self._observe(rows)
-        n = self.num_envs if isinstance(rows, slice) else len(rows)
+        n = self.env_ids[rows].size  # rows: a slice, an index or a boolean mask
         task = type(self).__name__
         if len(obs) != len(self.spec.obs):
             raise ValueError(f"{task}._observe returned {len(obs)} arrays for "

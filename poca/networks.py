@@ -166,7 +166,8 @@ class Actor(nn.Module):
         logits = []
         if self.logits is not None:
             flat = self.logits(features)
-            if action_mask is not None:
+            if action_mask is not None:  # a branch where nothing is legal (the waiting player
+                # of a turn-based env) is then uniform, and carries no gradient
                 flat = flat.masked_fill(~action_mask, -1e8)
             logits = list(flat.split(list(self.branches), dim=-1))
         return ActionDist(mean, self.log_std, logits), final

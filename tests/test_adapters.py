@@ -163,6 +163,21 @@ def test_dict_observations_with_action_masks_train():
     assert result.episodes > 0
 
 
+def test_turn_based_envs_train_with_the_waiting_player_masked_out():
+    """PettingZoo's turn-based wrapper keeps the waiting player in `agents` with an all-zero
+    action mask: its action is ignored and must neither stop training nor teach anything."""
+    tictactoe = pytest.importorskip("pettingzoo.classic.tictactoe_v3")
+    from pettingzoo.utils.conversions import turn_based_aec_to_parallel
+
+    def make():
+        return turn_based_aec_to_parallel(tictactoe.env())
+
+    step = ParallelEnvGroup(make, num_envs=2).reset(seed=0)
+    assert step.alive.all() and not step.action_mask[:, 1].any()  # player 2 waits
+    result = train(make, POCAConfig().override({"max_steps": 600, "num_envs": 2}))
+    assert result.episodes > 0
+
+
 def test_mismatched_spaces_fail_naming_the_agents_and_the_way_out():
     with pytest.raises(ValueError, match=r"agents 'a_0' and 'a_2' have different spaces") as err:
         ParallelEnvGroup(Mismatched)
