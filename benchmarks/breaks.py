@@ -40,7 +40,7 @@ def _value_as_baseline(forward):
 
 def _critic_sees_everyone(method, alive_index):
     """The critic's attention, pooling and agent count ignore `alive`: agents that left stay
-    visible to it (with whatever their slots hold)."""
+    visible to it (their slots hold zeros: `poca.acting.blank_absent`)."""
     def patched(self, *args, **kwargs):
         args = list(args)
         args[alive_index] = torch.ones_like(args[alive_index])
