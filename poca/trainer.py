@@ -293,7 +293,8 @@ class Trainer:
     def update(self, ro: Rollout) -> dict[str, float]:
         """One MA-POCA update on a rollout: returns, advantages, then `num_epoch` epochs of
         clipped-surrogate minibatch steps for the actor, V and the baselines together.
-        Returns the epoch-mean losses and diagnostics that metrics.csv logs."""
+        Returns what metrics.csv logs: the losses averaged over minibatch steps, and PPO's
+        diagnostics (approx. KL, clip fraction, ...) over every sample the update saw."""
         cfg, hp = self.config, self.config.hyperparameters
         # 1. Normalizer statistics see the new observations first (as in ML-Agents).
         if cfg.network_settings.normalize:
@@ -332,7 +333,8 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         n_batches = max(1, ro.agent_steps // self.batch_size)
-        sums: dict[str, Tensor] = defaultdict(float)
+        loss_sums = None  # the four losses summed over minibatch steps, one tensor
+        seen = []  # (new log-prob, old log-prob, alive) of each step, for the diagnostics
         for _ in range(hp.num_epoch):
             order = torch.randperm(len(units["alive"]), generator=self.generator,
                                    device=self.device)
@@ -367,18 +369,23 @@ class Trainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 self.optimizer.step()
-                diagnostics = policy_diagnostics(log_prob.detach(), mb["old_log_prob"], alive,
-                                                 epsilon, self.spec.continuous_size)
-                for name, metric in {**losses, **diagnostics}.items():
-                    sums[name] = sums[name] + metric.detach()
+                step_losses = torch.stack(list(losses.values())).detach()
+                loss_sums = step_losses if loss_sums is None else loss_sums + step_losses
+                seen.append((log_prob.detach(), mb["old_log_prob"], alive))
 
-        # 5. Check the parameters; report epoch means and how well the critic explains returns.
+        # 5. Check the parameters; report the means and how well the critic explains returns.
         if not all(torch.isfinite(param).all() for param in self.params):
             raise TrainingDiverged(self._diverged_message("a parameter"))
         self.updates += 1
         n_steps = hp.num_epoch * n_batches
+        # PPO's diagnostics over every sample of every step at once (one pass, not one per step)
+        new_log_prob, old_log_prob, seen_alive = (torch.cat([s[i].flatten(0, 1) for s in seen])
+                                                  for i in range(3))
+        diagnostics = policy_diagnostics(new_log_prob, old_log_prob, seen_alive, epsilon,
+                                         self.spec.continuous_size)
         value, baseline = est.value, est.baseline
-        return {**{name: float(total) / n_steps for name, total in sums.items()},
+        return {**dict(zip(losses, (loss_sums / n_steps).tolist(), strict=True)),
+                **{name: float(metric) for name, metric in diagnostics.items()},
                 "explained_variance_value": explained_variance(
                     _per_agent(value, returns), returns, ro.alive),
                 "explained_variance_baseline": explained_variance(baseline, returns, ro.alive),
