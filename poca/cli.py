@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import sys
@@ -246,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())  # like `python -m`, for module:factory IDs (not first)
     args = _parser().parse_args(argv)
+    _import_torch_and_freeze()
     try:
         from poca.compare import run as _compare
 
@@ -259,6 +261,26 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"poca {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _import_torch_and_freeze() -> None:
+    """Import torch and the trainer with the cyclic garbage collector paused, then freeze (move
+    to a permanent generation) every object they made.
+
+    Why: once torch is imported, each full collection walks its hundreds of thousands of
+    long-lived objects (60-75 ms each on a 2-core machine), and the imports that follow (the
+    envs, PettingZoo, the trainer) trigger two or three of them: 0.12-0.14 s of a 3,000-step
+    `poca train`. Those objects live as long as the process, so nothing is lost by never
+    collecting them (`gc.freeze`, Python's documented way to exclude start-up objects)."""
+    gc.disable()
+    try:
+        import torch  # noqa: F401
+
+        import envs  # noqa: F401
+        import poca.trainer  # noqa: F401
+    finally:
+        gc.freeze()
+        gc.enable()
 
 
 def _handled() -> tuple[type, ...]:
