@@ -72,3 +72,17 @@ def test_training_does_not_import_the_compiler_stack(tmp_path):
         "'hyperparameters.buffer_size': 64, 'hyperparameters.batch_size': 16}), "
         f"run_dir={str(tmp_path / 'run')!r})")
     assert "torch._dynamo" not in mods
+
+
+def test_cli_freezes_torch_out_of_the_garbage_collector(tmp_path):
+    """After `import torch` every full collection walks torch's objects; the CLI freezes them
+    (the collector still runs for the objects training makes)."""
+    out = subprocess.run(
+        [sys.executable, "-c",
+         "import gc\nfrom poca import cli\n"
+         f"cli.main(['train', 'Goal-v0', '--max-steps', '64', '--no-progress', "
+         f"'--run-dir', {str(tmp_path / 'run')!r}])\n"
+         "print(gc.get_freeze_count(), gc.isenabled())"],
+        capture_output=True, text=True, check=True)
+    frozen, enabled = out.stdout.split()[-2:]
+    assert int(frozen) > 50_000 and enabled == "True"
