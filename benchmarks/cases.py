@@ -10,6 +10,8 @@ use reward_mode="group", where the outcome of agents that left reaches them thro
 Paper cases train on the grid versions of the MA-POCA paper's tasks (arXiv 2111.05992, §6) with the
 `grid` preset: agents die on purpose (Dungeon Escape) or join and
 leave (Baton Pass), so the posthumous credit and the alive mask are needed there, not on Goal.
+The probe case (`benchmarks/probes.py`) is a game built so that the counterfactual baseline
+decides the outcome: the guard of the `baseline` break in the break matrix.
 """
 
 from __future__ import annotations
@@ -74,6 +76,13 @@ CASES = [
     Case("group-3-agents", "Goal-v0", {"num_agents": 3}, preset="goal", budget=20000),
     Case("group-memory", "GoalMemory-v0", {}, preset="goal", budget=20000,
          overrides={"network_settings.memory": {"memory_size": 32, "sequence_length": 16}}),
+    # a probe where the counterfactual baseline decides (benchmarks/probes.py): 32 agents, each
+    # return carrying every agent's forced random fumble; small updates and a constant entropy
+    # bonus, against which advantages diluted by the others' fumbles fall short
+    Case("probe-crowd-credit", "benchmarks.probes:CrowdCredit", preset="goal", budget=40_000,
+         overrides={"num_envs": 8, "hyperparameters.buffer_size": 256,
+                    "hyperparameters.batch_size": 64, "hyperparameters.beta": 0.02,
+                    "hyperparameters.beta_schedule": "constant"}),
     # the MA-POCA paper's tasks (grid versions)
     Case("paper-dungeon-escape", "DungeonEscape-v0", preset="grid", budget=300_000,
          beats_independent=True),

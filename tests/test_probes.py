@@ -1,0 +1,48 @@
+"""The benchmark's probe task: CrowdCredit pays answers through the group reward and forced
+random fumbles through individual rewards, in one step."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.probes import CrowdCredit
+
+
+def test_one_step_pays_answers_to_the_group_and_forced_fumbles_to_each_agent():
+    env = CrowdCredit(num_envs=5, num_agents=4, num_cues=3, fumble=2.0)
+    first = env.reset(seed=7)
+    cue = first.obs[0].argmax(-1)
+    assert np.array_equal(first.obs[0].sum(-1), np.ones((5, 4)))  # one-hot cues
+    mask = first.action_mask
+    assert mask.shape == (5, 4, 3 + 2) and mask[..., :3].all()  # any answer is legal
+    assert (mask[..., 3:].sum(-1) == 1).all()  # the fumble: only the forced one
+    forced = mask[..., 4].astype(np.int64)
+    right = (cue * 3 + 1) % 3
+    answer = right.copy()
+    answer[0] = (right[0] + 1) % 3  # env 0 answers all wrong
+    answer[1, :2] = (right[1, :2] + 1) % 3  # env 1: half wrong
+    out = env.step({"discrete": np.stack([answer, forced], -1)})
+    np.testing.assert_allclose(out.group_reward, [0.0, 0.5, 1.0, 1.0, 1.0])
+    np.testing.assert_allclose(out.reward, 2.0 / 4 * (2 * forced - 1))
+    assert out.terminated.all() and out.group_done.all() and out.alive.all()  # and reset
+    forced = out.action_mask[..., 4].astype(np.int64)  # the next episode's fumbles
+    again = env.step({"discrete": np.stack([answer, 1 - forced], -1)})  # the other one played
+    np.testing.assert_allclose(again.reward, 2.0 / 4 * (2 * forced - 1))  # the forced one paid
+
+
+def test_seeds_give_different_episodes_and_the_same_seed_the_same():
+    def cues_and_fumbles(seed):
+        step = CrowdCredit(num_envs=8).reset(seed=seed)
+        return np.concatenate([step.obs[0].ravel(), step.action_mask.ravel()])
+
+    assert np.array_equal(cues_and_fumbles(1), cues_and_fumbles(1))
+    assert not np.array_equal(cues_and_fumbles(1), cues_and_fumbles(2))
+
+
+@pytest.mark.parametrize("kwargs, match", [({"num_agents": 0}, "num_agents"),
+                                           ({"num_cues": 1}, "num_cues"),
+                                           ({"fumble": -1.0}, "fumble")])
+def test_bad_arguments_name_themselves(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        CrowdCredit(**kwargs)
