@@ -66,6 +66,10 @@ class ResidualSelfAttention(nn.Module):
             weights = logits.softmax(2) @ self.head_of.T  # each head's weight on its features
             return (weights * v.unsqueeze(1)).sum(2)
         q, k, v = qkv.view(B, N, 3, H, E // H).permute(2, 0, 3, 1, 4)  # [B, H, N, E/H] each
-        logits = (q @ k.transpose(-1, -2)).masked_fill(~present[:, None, None, :], NEG)
-        weights = (logits / math.sqrt(E)).softmax(-1)
-        return (weights @ v).transpose(1, 2).reshape(B, N, E)
+        # torch's fused kernel: forward + backward as fast at N 5-6, 1.3-1.6x at N 8-32;
+        # absent keys get NEG added to their logits, as on the path above, so an empty set is
+        # handled alike on both paths whatever torch's convention for fully masked rows
+        absent = torch.zeros((B, 1, 1, N), dtype=qkv.dtype, device=qkv.device).masked_fill(
+            ~present[:, None, None, :], NEG)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=absent, scale=1 / math.sqrt(E))
+        return out.transpose(1, 2).reshape(B, N, E)

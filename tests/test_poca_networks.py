@@ -43,6 +43,18 @@ def test_attention_ignores_absent_entities_exactly(entities):
     assert torch.allclose(att(x[:, perm], present[:, perm]), y, atol=1e-5)
 
 
+@pytest.mark.parametrize("entities", [3, 12])
+def test_attention_over_an_empty_set_is_zero_with_finite_gradients(entities):
+    att = ResidualSelfAttention(16)
+    x = torch.randn(2, entities, 16, requires_grad=True)
+    present = torch.zeros(2, entities, dtype=torch.bool)
+    present[1, 1] = True
+    y = att(x, present)
+    assert torch.equal(y[0], torch.zeros(16))
+    y.sum().backward()
+    assert torch.isfinite(x.grad).all() and not x.grad[0].any()
+
+
 def test_critic_ignores_agents_that_are_not_alive():
     s = spec()
     critic = Critic(s, NetworkSettings(hidden_units=32))
