@@ -10,8 +10,9 @@ use reward_mode="group", where the outcome of agents that left reaches them thro
 Paper cases train on the grid versions of the MA-POCA paper's tasks (arXiv 2111.05992, §6) with the
 `grid` preset: agents die on purpose (Dungeon Escape) or join and
 leave (Baton Pass), so the posthumous credit and the alive mask are needed there, not on Goal.
-The probe case (`benchmarks/probes.py`) is a game built so that the counterfactual baseline
-decides the outcome: the guard of the `baseline` break in the break matrix.
+The probe cases (`benchmarks/probes.py`) are games built so that one mechanism decides the
+outcome: the counterfactual baseline (guard of the `baseline` break in the break matrix), or the
+critic's alive mask (guard of `mask`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ RECURRENT = {"hyperparameters.learning_rate": 1e-3, "hyperparameters.batch_size"
              "hyperparameters.buffer_size": 128,
              "network_settings.memory": {"memory_size": 16, "sequence_length": 16}}
 
+PROBE = {"num_envs": 8, "hyperparameters.buffer_size": 256, "hyperparameters.batch_size": 64,
+         "hyperparameters.beta": 0.02, "hyperparameters.beta_schedule": "constant"}
+
 CASES = [
     Case("simple-discrete", "Goal-v0", {**PARITY, "action_sizes": (0, 1)}),
     Case("simple-continuous", "Goal-v0", {**PARITY, "action_sizes": (1, 0)}),
@@ -80,9 +84,10 @@ CASES = [
     # return carrying every agent's forced random fumble; small updates and a constant entropy
     # bonus, against which advantages diluted by the others' fumbles fall short
     Case("probe-crowd-credit", "benchmarks.probes:CrowdCredit", preset="goal", budget=40_000,
-         overrides={"num_envs": 8, "hyperparameters.buffer_size": 256,
-                    "hyperparameters.batch_size": 64, "hyperparameters.beta": 0.02,
-                    "hyperparameters.beta_schedule": "constant"}),
+         overrides=PROBE),
+    # and one where the alive mask decides: helpers that come at random are seen only through it
+    Case("probe-hidden-headcount", "benchmarks.probes:HiddenHeadcount", preset="goal",
+         budget=30_000, overrides=PROBE),
     # the MA-POCA paper's tasks (grid versions)
     Case("paper-dungeon-escape", "DungeonEscape-v0", preset="grid", budget=300_000,
          beats_independent=True),

@@ -1,7 +1,10 @@
 """Probe tasks: tiny games built so that one mechanism of MA-POCA decides the outcome, as guards
 in the benchmark's break matrix (`benchmarks/breaks.py`). Not part of the `envs` suite.
 
-`CrowdCredit` guards the counterfactual baseline b_i. A one-step game of N agents: each sees a
+`CrowdCredit` guards the counterfactual baseline b_i, `HiddenHeadcount` the critic's use of the
+alive mask.
+
+`CrowdCredit`: A one-step game of N agents: each sees a
 cue and is paid for answering it right, through the group reward (the headline score,
 (number right) / N, at most 1). Each agent also has a second action, a "fumble" s_i = -1 or +1,
 that the env forces at random through the action mask (drawn per episode, in no observation),
@@ -17,6 +20,15 @@ sum_j K s_j / N, zero on average and out of anyone's control.
     1 / N^2. After the advantages are normalized by their spread, each agent's own part is
     ~sqrt(N) times smaller, and against a constant entropy bonus the policy settles short of
     answering every cue right (measured: README, "Break matrix").
+
+`HiddenHeadcount`: the same one-step answers, by a few "cued" agents that are always present
+(the score is the fraction of them right). The other slots hold "helpers" that join each
+episode at random, see nothing (all-zero observations, exactly what a learner shows for an
+absent slot) and have one legal action; each helper present is paid a large individual reward,
+so every return carries the random headcount. Only the alive mask tells who came: the critic,
+with its attention and agent count over the agents alive, subtracts the headcount from V and
+every b_i; one that ignores `alive` (the `mask` break) sees the same slots whoever came, the
+headcount's noise stays in every advantage, and the policy again settles short.
 """
 
 from __future__ import annotations
@@ -72,3 +84,51 @@ class CrowdCredit(GroupEnv):
         mask[..., M] = self.forced == 0
         mask[..., M + 1] = self.forced == 1
         return mask
+
+
+class HiddenHeadcount(GroupEnv):
+    """One-step cue game for `num_cued` agents; the other slots are blind helpers present at
+    random, each paid `bonus` / `num_agents` (see the module).
+
+    Observation per slot: the one-hot cue (`num_cues`), all zeros for helpers. One discrete
+    branch, the answer (right when it is (3 c + 1) mod `num_cues` for cue c); a helper's only
+    legal action is 0, present or not.
+    """
+
+    def __init__(self, num_envs: int = 1, num_agents: int = 16, num_cued: int = 4,
+                 num_cues: int = 2, present: float = 0.5, bonus: float = 64.0):
+        N = check_int("num_agents", num_agents, 2, 64)
+        self.num_cued = check_int("num_cued", num_cued, 1, N - 1)
+        M = check_int("num_cues", num_cues, 2)
+        self.present = check_number("present", present, 0.0, 1.0)
+        self.bonus = check_number("bonus", bonus, 0.0)
+        spec = GroupSpec(num_agents=N, obs=(ObsSpec("cue", "vector", (M,)),),
+                         continuous_size=0, discrete_branches=(M,), max_steps=1)
+        super().__init__(spec, num_envs)
+        self.cued = np.arange(N) < self.num_cued
+        self.cue = np.zeros((self.num_envs, N), np.int64)
+        self.right = (np.arange(M) * 3 + 1) % M
+        self.one_hot = np.eye(M, dtype=np.float32)
+        self.mask = np.ones((self.num_envs, N, M), bool)
+        self.mask[:, ~self.cued, 1:] = False  # helpers: action 0 only
+
+    def _reset_envs(self, idx):
+        N, M = self.spec.num_agents, self.spec.discrete_branches[0]
+        u = self.uniform(idx, 2 * N)
+        self.cue[idx] = np.minimum((u[:, :N] * M).astype(np.int64), M - 1)
+        self.alive[idx] = self.cued | (u[:, N:] < self.present)
+
+    def _step(self, cont, disc):
+        E, N = self.num_envs, self.spec.num_agents
+        answered = (disc[..., 0] == self.right[self.cue]) & self.cued
+        group = (answered.sum(1) / self.num_cued).astype(np.float32)
+        reward = (self.bonus / N * (self.alive & ~self.cued)).astype(np.float32)
+        terminated = self.alive.copy()
+        self.alive[:] = False  # one step: every agent ends, the group resets
+        return reward, group, terminated, np.zeros((E, N), bool)
+
+    def _observe(self, rows=slice(None)):
+        return (self.one_hot[self.cue[rows]] * self.cued[:, None],)
+
+    def _action_mask(self):
+        return self.mask.copy()

@@ -1,12 +1,13 @@
-"""The benchmark's probe task: CrowdCredit pays answers through the group reward and forced
-random fumbles through individual rewards, in one step."""
+"""The benchmark's probe tasks: CrowdCredit pays answers through the group reward and forced
+random fumbles through individual rewards; HiddenHeadcount pays the cued agents' answers and a
+bonus per blind helper present. One step each."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from benchmarks.probes import CrowdCredit
+from benchmarks.probes import CrowdCredit, HiddenHeadcount
 
 
 def test_one_step_pays_answers_to_the_group_and_forced_fumbles_to_each_agent():
@@ -46,3 +47,30 @@ def test_seeds_give_different_episodes_and_the_same_seed_the_same():
 def test_bad_arguments_name_themselves(kwargs, match):
     with pytest.raises(ValueError, match=match):
         CrowdCredit(**kwargs)
+
+
+def test_hidden_headcount_pays_cued_answers_and_a_bonus_per_helper_present():
+    env = HiddenHeadcount(num_envs=64, num_agents=6, num_cued=2, num_cues=3, present=0.5,
+                          bonus=12.0)
+    first = env.reset(seed=3)
+    obs, alive, mask = first.obs[0], first.alive, first.action_mask
+    assert alive[:, :2].all() and 0 < alive[:, 2:].mean() < 1  # helpers come at random
+    assert not obs[:, 2:].any() and np.array_equal(obs[:, :2].sum(-1), np.ones((64, 2)))
+    assert mask[:, :2].all() and np.array_equal(mask[:, 2:], np.broadcast_to([1, 0, 0], (64, 4, 3)))
+    right = (obs[:, :2].argmax(-1) * 3 + 1) % 3
+    answer = np.zeros((64, 6), np.int64)
+    answer[:, :2] = right
+    answer[:32, 0] = (right[:32, 0] + 1) % 3  # half the envs: one cued agent wrong
+    out = env.step({"discrete": answer[..., None]})
+    np.testing.assert_allclose(out.group_reward, np.r_[np.full(32, 0.5), np.ones(32)])
+    np.testing.assert_allclose(out.reward, 12.0 / 6 * (alive & (np.arange(6) >= 2)))
+    assert np.array_equal(out.terminated, alive) and out.group_done.all()
+
+
+@pytest.mark.parametrize("kwargs, match", [({"num_cued": 0}, "num_cued"),
+                                           ({"num_cued": 16}, "num_cued"),
+                                           ({"present": 1.5}, "present"),
+                                           ({"bonus": float("nan")}, "bonus")])
+def test_hidden_headcount_bad_arguments_name_themselves(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        HiddenHeadcount(**kwargs)
