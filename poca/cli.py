@@ -247,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())  # like `python -m`, for module:factory IDs (not first)
     args = _parser().parse_args(argv)
-    _import_torch_and_freeze()
     try:
+        _import_torch_and_freeze()
         from poca.compare import run as _compare
 
         return {"train": _train, "eval": _eval, "play": _play,
@@ -264,14 +264,19 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _import_torch_and_freeze() -> None:
-    """Import torch and the trainer with the cyclic garbage collector paused, then freeze (move
-    to a permanent generation) every object they made.
+    """In a process that has not imported torch yet (the `poca` command): import torch and the
+    trainer with the cyclic garbage collector paused, then `gc.freeze()`.
 
     Why: once torch is imported, each full collection walks its hundreds of thousands of
     long-lived objects (60-75 ms each on a 2-core machine), and the imports that follow (the
     envs, PettingZoo, the trainer) trigger two or three of them: 0.12-0.14 s of a 3,000-step
-    `poca train`. Those objects live as long as the process, so nothing is lost by never
-    collecting them (`gc.freeze`, Python's documented way to exclude start-up objects)."""
+    `poca train`. Freezing moves every object tracked so far into a generation the collector
+    never scans: the modules' objects, which live as long as the process anyway, and a few
+    thousand cyclic leftovers of the imports, a small fixed cost. A caller that has imported
+    torch already (a notebook, a script calling `main`) may hold garbage of its own that
+    freezing would keep for good, so there nothing is frozen."""
+    if "torch" in sys.modules:
+        return
     gc.disable()
     try:
         import torch  # noqa: F401

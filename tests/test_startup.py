@@ -74,15 +74,19 @@ def test_training_does_not_import_the_compiler_stack(tmp_path):
     assert "torch._dynamo" not in mods
 
 
-def test_cli_freezes_torch_out_of_the_garbage_collector(tmp_path):
-    """After `import torch` every full collection walks torch's objects; the CLI freezes them
-    (the collector still runs for the objects training makes)."""
+@pytest.mark.parametrize("torch_first", [False, True])
+def test_cli_freezes_torch_out_of_the_garbage_collector_only_in_a_fresh_process(
+        tmp_path, torch_first):
+    """After `import torch` every full collection walks torch's objects: the `poca` command
+    freezes them (the collector still runs for what training makes). A caller that imported
+    torch first keeps its own garbage collectable: nothing is frozen."""
     out = subprocess.run(
         [sys.executable, "-c",
-         "import gc\nfrom poca import cli\n"
+         ("import torch\n" if torch_first else "") + "import gc\nfrom poca import cli\n"
          f"cli.main(['train', 'Goal-v0', '--max-steps', '64', '--no-progress', "
          f"'--run-dir', {str(tmp_path / 'run')!r}])\n"
          "print(gc.get_freeze_count(), gc.isenabled())"],
         capture_output=True, text=True, check=True)
     frozen, enabled = out.stdout.split()[-2:]
-    assert int(frozen) > 50_000 and enabled == "True"
+    assert enabled == "True"
+    assert int(frozen) == 0 if torch_first else int(frozen) > 50_000
