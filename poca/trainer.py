@@ -377,14 +377,14 @@ class Trainer:
         if not all(torch.isfinite(param).all() for param in self.params):
             raise TrainingDiverged(self._diverged_message("a parameter"))
         self.updates += 1
-        n_steps = hp.num_epoch * n_batches
         # PPO's diagnostics over every sample of every step at once (one pass, not one per step)
         new_log_prob, old_log_prob, seen_alive = (torch.cat([s[i].flatten(0, 1) for s in seen])
                                                   for i in range(3))
         diagnostics = policy_diagnostics(new_log_prob, old_log_prob, seen_alive, epsilon,
                                          self.spec.continuous_size)
         value, baseline = est.value, est.baseline
-        return {**dict(zip(losses, (loss_sums / n_steps).tolist(), strict=True)),
+        # len(seen): the steps taken (chunk() may give fewer than n_batches for few units)
+        return {**dict(zip(losses, (loss_sums / len(seen)).tolist(), strict=True)),
                 **{name: float(metric) for name, metric in diagnostics.items()},
                 "explained_variance_value": explained_variance(
                     _per_agent(value, returns), returns, ro.alive),

@@ -83,6 +83,33 @@ def test_update_reports_ppo_diagnostics(action_sizes):
         assert stats[key] <= 1 and math.isfinite(stats[key])
 
 
+@pytest.mark.parametrize("batch_size", [64, 1])  # 1: more batches asked than units to split
+def test_update_reports_step_means_of_losses_and_diagnostics_over_every_sample(
+        monkeypatch, batch_size):
+    import poca.trainer as trainer_module
+
+    trainer = _trainer("Goal-v0", overrides={"hyperparameters.batch_size": batch_size})
+    ro = trainer.collect()
+    policy_losses, diagnosed = [], []
+
+    def policy_loss(*args):
+        policy_losses.append(float(real_loss(*args).detach()))
+        return real_loss(*args)
+
+    def diagnostics(new, old, alive, epsilon, num_continuous):
+        diagnosed.append(int(alive.sum()))
+        return real_diagnostics(new, old, alive, epsilon, num_continuous)
+
+    real_loss, real_diagnostics = trainer_module.policy_loss, trainer_module.policy_diagnostics
+    monkeypatch.setattr(trainer_module, "policy_loss", policy_loss)
+    monkeypatch.setattr(trainer_module, "policy_diagnostics", diagnostics)
+    stats = trainer.update(ro)
+    epochs = trainer.config.hyperparameters.num_epoch
+    assert stats["policy_loss"] == pytest.approx(np.mean(policy_losses), rel=1e-5)
+    assert len(policy_losses) <= epochs * max(1, ro.agent_steps // batch_size)
+    assert diagnosed == [epochs * int(ro.alive.sum())]  # once, over every sample of the update
+
+
 def test_policy_diagnostics_values():
     old = torch.zeros(4, 2)  # two components: one continuous dim, one discrete branch
     new = torch.tensor([[0.0, 0.0], [0.5, 0.0], [0.0, -0.5], [0.1, 0.0]])
