@@ -43,6 +43,26 @@ def test_attention_ignores_absent_entities_exactly(entities):
     assert torch.allclose(att(x[:, perm], present[:, perm]), y, atol=1e-5)
 
 
+@pytest.mark.parametrize("entities", [3, 6, 12])
+def test_attention_over_a_set_equals_attention_over_its_present_rows_alone(entities):
+    """The mask, not the zeroing of absent inputs, keeps absent rows out of the attention
+    (zeroed inputs still have keys and values: the biases); and the few-rows and many-rows
+    paths agree, since a subset of more than 4 rows can have 4 or fewer present."""
+    torch.manual_seed(1)
+    att = ResidualSelfAttention(16)
+    with torch.no_grad():
+        for param in att.parameters():
+            param.normal_(0, 0.5)
+    x = torch.randn(8, entities, 16)
+    present = torch.rand(8, entities) > 0.5
+    present[:, 0] = True
+    y = att(x, present)
+    for b in range(8):
+        rows = x[b:b + 1, present[b]]
+        alone = att(rows, torch.ones(rows.shape[:2], dtype=torch.bool))
+        torch.testing.assert_close(y[b:b + 1], alone, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("entities", [3, 12])
 def test_attention_over_an_empty_set_is_zero_with_finite_gradients(entities):
     att = ResidualSelfAttention(16)
