@@ -32,13 +32,15 @@ def test_one_step_pays_answers_to_the_group_and_forced_fumbles_to_each_agent():
     np.testing.assert_allclose(again.reward, 2.0 / 4 * (2 * forced - 1))  # the forced one paid
 
 
-def test_seeds_give_different_episodes_and_the_same_seed_the_same():
-    def cues_and_fumbles(seed):
-        step = CrowdCredit(num_envs=8).reset(seed=seed)
-        return np.concatenate([step.obs[0].ravel(), step.action_mask.ravel()])
+@pytest.mark.parametrize("task", [CrowdCredit, HiddenHeadcount])
+def test_seeds_give_different_episodes_and_the_same_seed_the_same(task):
+    def episode(seed):  # cues, fumbles or who came
+        step = task(num_envs=8).reset(seed=seed)
+        return np.concatenate([step.obs[0].ravel(), step.action_mask.ravel(),
+                               step.alive.ravel()])
 
-    assert np.array_equal(cues_and_fumbles(1), cues_and_fumbles(1))
-    assert not np.array_equal(cues_and_fumbles(1), cues_and_fumbles(2))
+    assert np.array_equal(episode(1), episode(1))
+    assert not np.array_equal(episode(1), episode(2))
 
 
 @pytest.mark.parametrize("kwargs, match", [({"num_agents": 0}, "num_agents"),
