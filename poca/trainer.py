@@ -333,7 +333,7 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         n_batches = max(1, ro.agent_steps // self.batch_size)
-        loss_sums = None  # the four losses summed over minibatch steps, one tensor
+        step_losses = []  # the four losses of each minibatch step, stacked
         seen = []  # (new log-prob, old log-prob, alive) of each step, for the diagnostics
         for _ in range(hp.num_epoch):
             order = torch.randperm(len(units["alive"]), generator=self.generator,
@@ -369,8 +369,7 @@ class Trainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 self.optimizer.step()
-                step_losses = torch.stack(list(losses.values())).detach()
-                loss_sums = step_losses if loss_sums is None else loss_sums + step_losses
+                step_losses.append(torch.stack(list(losses.values())).detach())
                 seen.append((log_prob.detach(), mb["old_log_prob"], alive))
 
         # 5. Check the parameters; report the means and how well the critic explains returns.
@@ -378,13 +377,13 @@ class Trainer:
             raise TrainingDiverged(self._diverged_message("a parameter"))
         self.updates += 1
         # PPO's diagnostics over every sample of every step at once (one pass, not one per step)
-        new_log_prob, old_log_prob, seen_alive = (torch.cat([s[i].flatten(0, 1) for s in seen])
-                                                  for i in range(3))
+        new_log_prob, old_log_prob, seen_alive = (torch.cat([t.flatten(0, 1) for t in parts])
+                                                  for parts in zip(*seen, strict=True))
         diagnostics = policy_diagnostics(new_log_prob, old_log_prob, seen_alive, epsilon,
                                          self.spec.continuous_size)
         value, baseline = est.value, est.baseline
-        # len(seen): the steps taken (chunk() may give fewer than n_batches for few units)
-        return {**dict(zip(losses, (loss_sums / len(seen)).tolist(), strict=True)),
+        # the mean over the steps taken (chunk() may give fewer than n_batches for few units)
+        return {**dict(zip(losses, torch.stack(step_losses).mean(0).tolist(), strict=True)),
                 **{name: float(metric) for name, metric in diagnostics.items()},
                 "explained_variance_value": explained_variance(
                     _per_agent(value, returns), returns, ro.alive),
