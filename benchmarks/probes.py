@@ -38,12 +38,40 @@ import numpy as np
 from envs.core import GroupEnv, GroupSpec, ObsSpec, check_int, check_number
 
 
-class CrowdCredit(GroupEnv):
+class _CueGame(GroupEnv):
+    """What both probes share: one step in which agents answer a one-hot cue, right when the
+    answer (the first discrete branch) is (3 c + 1) mod `num_cues` for cue c (not the identity)."""
+
+    def __init__(self, spec: GroupSpec, num_envs: int):
+        super().__init__(spec, num_envs)
+        M = spec.discrete_branches[0]
+        self.cue = np.zeros((self.num_envs, spec.num_agents), np.int64)
+        self.right = (np.arange(M) * 3 + 1) % M  # the right answer per cue
+        self.one_hot = np.eye(M, dtype=np.float32)
+
+    def _draw_cues(self, idx, u):
+        """Cues of envs `idx` from uniforms u [len(idx), num_agents]."""
+        M = self.spec.discrete_branches[0]
+        self.cue[idx] = np.minimum((u * M).astype(np.int64), M - 1)
+
+    def _answered(self, disc) -> np.ndarray:
+        return disc[..., 0] == self.right[self.cue]
+
+    def _end_episode(self) -> np.ndarray:
+        """One step: every agent present ends (terminated), the group resets."""
+        terminated = self.alive.copy()
+        self.alive[:] = False
+        return terminated
+
+    def _observe(self, rows=slice(None)):
+        return (self.one_hot[self.cue[rows]],)
+
+
+class CrowdCredit(_CueGame):
     """One-step cue game with forced random fumbles paid to the whole crowd (see the module).
 
     Observation per agent: the one-hot cue (`num_cues`). Actions: two discrete branches, the
-    answer (`num_cues` actions; right when it is (3 c + 1) mod `num_cues` for cue c, so not the
-    identity) and the fumble (2 actions, only the forced one legal).
+    answer (`num_cues` actions) and the fumble (2 actions, only the forced one legal).
     """
 
     def __init__(self, num_envs: int = 1, num_agents: int = 32, num_cues: int = 2,
@@ -54,29 +82,22 @@ class CrowdCredit(GroupEnv):
         spec = GroupSpec(num_agents=N, obs=(ObsSpec("cue", "vector", (M,)),),
                          continuous_size=0, discrete_branches=(M, 2), max_steps=1)
         super().__init__(spec, num_envs)
-        self.cue = np.zeros((self.num_envs, N), np.int64)
         self.forced = np.zeros((self.num_envs, N), np.int64)  # the fumble's only legal action
-        self.right = (np.arange(M) * 3 + 1) % M  # the right answer per cue
-        self.one_hot = np.eye(M, dtype=np.float32)
 
     def _reset_envs(self, idx):
-        N, M = self.spec.num_agents, self.spec.discrete_branches[0]
+        N = self.spec.num_agents
         u = self.uniform(idx, 2 * N)
-        self.cue[idx] = np.minimum((u[:, :N] * M).astype(np.int64), M - 1)
+        self._draw_cues(idx, u[:, :N])
         self.forced[idx] = (u[:, N:] < 0.5).astype(np.int64)
         self.alive[idx] = True
 
     def _step(self, cont, disc):
-        E, N = self.num_envs, self.spec.num_agents
-        answered = disc[..., 0] == self.right[self.cue]
-        group = (answered.sum(1) / N).astype(np.float32)
+        N = self.spec.num_agents
+        group = (self._answered(disc).sum(1) / N).astype(np.float32)
         # the forced fumble is paid (the core does not enforce masks; learners only play it)
         reward = (self.fumble / N * (2 * self.forced - 1)).astype(np.float32)
-        self.alive[:] = False  # one step: every agent ends, the group resets
-        return reward, group, np.ones((E, N), bool), np.zeros((E, N), bool)
-
-    def _observe(self, rows=slice(None)):
-        return (self.one_hot[self.cue[rows]],)
+        terminated = self._end_episode()
+        return reward, group, terminated, np.zeros_like(terminated)
 
     def _action_mask(self):
         M = self.spec.discrete_branches[0]
@@ -86,13 +107,12 @@ class CrowdCredit(GroupEnv):
         return mask
 
 
-class HiddenHeadcount(GroupEnv):
+class HiddenHeadcount(_CueGame):
     """One-step cue game for `num_cued` agents; the other slots are blind helpers present at
     random, each paid `bonus` / `num_agents` (see the module).
 
     Observation per slot: the one-hot cue (`num_cues`), all zeros for helpers. One discrete
-    branch, the answer (right when it is (3 c + 1) mod `num_cues` for cue c); a helper's only
-    legal action is 0, present or not.
+    branch, the answer; a helper's only legal action is 0, present or not.
     """
 
     def __init__(self, num_envs: int = 1, num_agents: int = 16, num_cued: int = 4,
@@ -106,26 +126,22 @@ class HiddenHeadcount(GroupEnv):
                          continuous_size=0, discrete_branches=(M,), max_steps=1)
         super().__init__(spec, num_envs)
         self.cued = np.arange(N) < self.num_cued
-        self.cue = np.zeros((self.num_envs, N), np.int64)
-        self.right = (np.arange(M) * 3 + 1) % M
-        self.one_hot = np.eye(M, dtype=np.float32)
         self.mask = np.ones((self.num_envs, N, M), bool)
         self.mask[:, ~self.cued, 1:] = False  # helpers: action 0 only
 
     def _reset_envs(self, idx):
-        N, M = self.spec.num_agents, self.spec.discrete_branches[0]
+        N = self.spec.num_agents
         u = self.uniform(idx, 2 * N)
-        self.cue[idx] = np.minimum((u[:, :N] * M).astype(np.int64), M - 1)
+        self._draw_cues(idx, u[:, :N])
         self.alive[idx] = self.cued | (u[:, N:] < self.present)
 
     def _step(self, cont, disc):
-        E, N = self.num_envs, self.spec.num_agents
-        answered = (disc[..., 0] == self.right[self.cue]) & self.cued
+        answered = self._answered(disc) & self.cued
         group = (answered.sum(1) / self.num_cued).astype(np.float32)
-        reward = (self.bonus / N * (self.alive & ~self.cued)).astype(np.float32)
-        terminated = self.alive.copy()
-        self.alive[:] = False  # one step: every agent ends, the group resets
-        return reward, group, terminated, np.zeros((E, N), bool)
+        reward = (self.bonus / self.spec.num_agents * (self.alive & ~self.cued)).astype(
+            np.float32)
+        terminated = self._end_episode()
+        return reward, group, terminated, np.zeros_like(terminated)
 
     def _observe(self, rows=slice(None)):
         return (self.one_hot[self.cue[rows]] * self.cued[:, None],)
