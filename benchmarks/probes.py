@@ -94,7 +94,7 @@ class CrowdCredit(_CueGame):
     def _step(self, cont, disc):
         N = self.spec.num_agents
         group = (self._answered(disc).sum(1) / N).astype(np.float32)
-        # the forced fumble is paid (the core does not enforce masks; learners only play it)
+        # the forced fumble is paid: the mask allows no other (step() refuses it)
         reward = (self.fumble / N * (2 * self.forced - 1)).astype(np.float32)
         terminated = self._end_episode()
         return reward, group, terminated, np.zeros_like(terminated)

@@ -234,6 +234,9 @@ class GroupEnv(ABC):
         self._action_keys = {k for k, n in (("continuous", spec.continuous_size),
                                             ("discrete", len(spec.discrete_branches))) if n}
         self._min_branch = min(spec.discrete_branches, default=0)
+        # the action_mask handed out with the last observation: what the next actions must obey
+        self._legal: np.ndarray | None = None
+        self._branch_starts = np.cumsum((0, *spec.discrete_branches[:-1]), dtype=np.int64)
 
     # -- randomness --
     def random_bits(self, idx: np.ndarray, step: np.ndarray | int = 0) -> np.ndarray:
@@ -264,10 +267,11 @@ class GroupEnv(ABC):
         obs = self._observed()
         self._check_next = True  # and the first step after a reset
         no = np.zeros((E, A), dtype=bool)
+        self._legal = self._action_mask()
         return GroupStep(obs=obs, alive=self.alive.copy(), reward=np.zeros((E, A), np.float32),
                          group_reward=np.zeros(E, np.float32), terminated=no, truncated=no.copy(),
                          group_done=np.zeros(E, dtype=bool), final_obs=obs,
-                         action_mask=self._action_mask())
+                         action_mask=self._legal)
 
     def step(self, actions: dict) -> GroupStep:
         """Advance every env by one step; groups that end are reset in the same call."""
@@ -302,9 +306,10 @@ class GroupEnv(ABC):
             self._rows_checked = True
             for o, rows in zip(obs, fresh, strict=True):
                 o[idx] = rows
+        self._legal = self._action_mask()
         return GroupStep(obs=obs, alive=self.alive.copy(), reward=reward, group_reward=group_reward,
                          terminated=terminated, truncated=truncated, group_done=group_done,
-                         final_obs=final_obs, action_mask=self._action_mask())
+                         final_obs=final_obs, action_mask=self._legal)
 
     @property
     def t(self) -> np.ndarray:
@@ -405,16 +410,30 @@ class GroupEnv(ABC):
             if dead is not None:
                 disc = disc.copy()
                 disc[dead] = 0
+            if self._legal is not None:
+                self._check_legal(disc)
         elif "discrete" in actions and np.size(actions["discrete"]):
             raise ValueError("actions['discrete'] given but this task has no discrete actions")
         return cont, disc
+
+    def _check_legal(self, disc: np.ndarray) -> None:
+        """A discrete action that the last `action_mask` forbids is an error, not played: a
+        task would otherwise act on a move it ruled out. A branch with no legal action at all
+        (a turn-based env's waiting player) takes any action, which the task ignores."""
+        legal = np.take_along_axis(self._legal, disc + self._branch_starts, axis=2)  # [E, A, B]
+        if legal.all():
+            return
+        open_branch = np.logical_or.reduceat(self._legal, self._branch_starts, axis=2)
+        self._raise_for((open_branch & ~legal).any(axis=2), "discrete",
+                        "is not allowed by the action_mask")
 
     def _raise_for(self, bad: np.ndarray, field: str, what: str) -> None:
         """Raise for the first alive slot flagged in `bad`; flags on dead slots are ignored."""
         bad = bad & self.alive
         if bad.any():
             e, a = np.argwhere(bad)[0]
-            raise ValueError(f"actions['{field}'] {what} for env {e}, agent {a}")
+            raise ValueError(f"actions['{field}'] {what} for env {e}, agent {a} (episode step "
+                             f"{int(self.t[e]) + 1})")
 
     # -- task hooks --
     @abstractmethod
@@ -456,6 +475,8 @@ class GroupEnv(ABC):
         """
 
     def _action_mask(self) -> np.ndarray | None:
+        """Bool [E, A, sum(branches)]: the discrete actions allowed on the next step (a fresh
+        array; None: all). `step` refuses a forbidden one; learners sample only allowed ones."""
         return None
 
     def frame(self, env: int, group_return: float, final: bool = False):

@@ -153,6 +153,57 @@ def test_bad_continuous_actions():
         env.step(ok)
 
 
+class Turns(GroupEnv):
+    """Two players take turns on a branch of 3 moves (move 2 never allowed) and a branch of 2
+    that is always open; the waiting player's first branch allows nothing. Player 1 leaves
+    after step 2; the episode lasts 4 steps."""
+
+    def __init__(self, num_envs=2):
+        super().__init__(GroupSpec(num_agents=2, obs=(ObsSpec("v", "vector", (1,)),),
+                                   continuous_size=0, discrete_branches=(3, 2), max_steps=4),
+                         num_envs)
+
+    def _reset_envs(self, idx):
+        self.alive[idx] = True
+
+    def _step(self, cont, disc):
+        E = self.num_envs
+        leaving = np.zeros((E, 2), bool)
+        leaving[:, 1] = self.t == 1
+        self.alive &= ~leaving
+        return np.zeros((E, 2), np.float32), np.zeros(E, np.float32), leaving, leaving & False
+
+    def _observe(self, rows=slice(None)):
+        return (np.zeros((self.env_ids[rows].size, 2, 1), np.float32),)
+
+    def _action_mask(self):
+        mask = np.ones((self.num_envs, 2, 5), bool)
+        mask[..., 2] = False
+        both = np.flatnonzero(self.alive.all(axis=1))
+        mask[both, 1 - self.t[both] % 2, :3] = False  # the waiting player: no legal move
+        return mask
+
+
+def test_actions_the_mask_forbids_are_refused_naming_env_agent_and_step():
+    env = Turns()
+    first = env.reset(seed=0)
+    assert first.action_mask[0, 0, :3].tolist() == [True, True, False]
+    moves = np.zeros((2, 2, 2), np.int64)
+    moves[:, 1, 0] = 2  # player 1 waits: any move of its empty branch is passed on
+    env.step({"discrete": moves})
+    moves[:] = 0
+    moves[:, 0, 0] = 2  # player 0 waits now; player 1 plays a move never allowed in env 1
+    moves[1, 1, 0] = 2
+    with pytest.raises(ValueError, match=r"not allowed by the action_mask for env 1, agent 1 "
+                                         r"\(episode step 2\)"):
+        env.step({"discrete": moves})
+    moves[1, 1, 0] = 0
+    assert not env.step({"discrete": moves}).alive[:, 1].any()  # player 1 has left
+    moves[:] = 0
+    moves[:, 1, 0] = 2  # forbidden for the player who left: not checked
+    assert env.step({"discrete": moves}).alive[:, 0].all()
+
+
 def test_actions_of_agents_that_are_not_alive_are_ignored():
     env = envs.make_group("Goal-v0", num_agents=2, action_sizes=(1, 0))
     g = env.reset(seed=0).obs[0][0, 0, 0]
