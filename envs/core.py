@@ -267,11 +267,10 @@ class GroupEnv(ABC):
         obs = self._observed()
         self._check_next = True  # and the first step after a reset
         no = np.zeros((E, A), dtype=bool)
-        self._legal = self._action_mask()
         return GroupStep(obs=obs, alive=self.alive.copy(), reward=np.zeros((E, A), np.float32),
                          group_reward=np.zeros(E, np.float32), terminated=no, truncated=no.copy(),
                          group_done=np.zeros(E, dtype=bool), final_obs=obs,
-                         action_mask=self._legal)
+                         action_mask=self._next_mask())
 
     def step(self, actions: dict) -> GroupStep:
         """Advance every env by one step; groups that end are reset in the same call."""
@@ -306,10 +305,9 @@ class GroupEnv(ABC):
             self._rows_checked = True
             for o, rows in zip(obs, fresh, strict=True):
                 o[idx] = rows
-        self._legal = self._action_mask()
         return GroupStep(obs=obs, alive=self.alive.copy(), reward=reward, group_reward=group_reward,
                          terminated=terminated, truncated=truncated, group_done=group_done,
-                         final_obs=final_obs, action_mask=self._legal)
+                         final_obs=final_obs, action_mask=self._next_mask())
 
     @property
     def t(self) -> np.ndarray:
@@ -415,6 +413,19 @@ class GroupEnv(ABC):
         elif "discrete" in actions and np.size(actions["discrete"]):
             raise ValueError("actions['discrete'] given but this task has no discrete actions")
         return cont, disc
+
+    def _next_mask(self) -> np.ndarray | None:
+        """The task's action mask for the next step, checked, kept to check those actions."""
+        mask = self._action_mask()
+        if mask is not None:
+            mask = np.asarray(mask)
+            shape = (self.num_envs, self.max_agents, sum(self.spec.discrete_branches))
+            if mask.shape != shape or mask.dtype.kind not in "biu":
+                raise ValueError(f"{type(self).__name__}._action_mask must return bools "
+                                 f"{list(shape)}, got {mask.dtype} {list(mask.shape)}")
+            mask = mask.astype(bool, copy=False)
+        self._legal = mask
+        return mask
 
     def _check_legal(self, disc: np.ndarray) -> None:
         """A discrete action that the last `action_mask` forbids is an error, not played: a

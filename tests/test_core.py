@@ -204,6 +204,16 @@ def test_actions_the_mask_forbids_are_refused_naming_env_agent_and_step():
     assert env.step({"discrete": moves}).alive[:, 0].all()
 
 
+def test_a_task_mask_of_the_wrong_shape_is_named():
+    class Short(Turns):
+        def _action_mask(self):
+            return super()._action_mask()[..., :3]
+
+    with pytest.raises(ValueError, match=r"Short._action_mask must return bools \[2, 2, 5\], "
+                                         r"got bool \[2, 2, 3\]"):
+        Short().reset(seed=0)
+
+
 def test_actions_of_agents_that_are_not_alive_are_ignored():
     env = envs.make_group("Goal-v0", num_agents=2, action_sizes=(1, 0))
     g = env.reset(seed=0).obs[0][0, 0, 0]
