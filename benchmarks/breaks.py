@@ -11,6 +11,8 @@ break applied does not guard that mechanism.
 from __future__ import annotations
 
 import contextlib
+import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,7 +139,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def matrix(report: Path, names: list[str | None]) -> str:
-    """Markdown table: per case and break, passed seeds / seeds and the mean final return."""
+    """Markdown table: per case and break, passed seeds / seeds, the mean final return and the
+    median agent-steps to the threshold of the training curve ("never" when most seeds' curves
+    never reached it)."""
     import json
 
     table: dict[str, dict[str, list[dict]]] = {}
@@ -158,7 +162,10 @@ def matrix(report: Path, names: list[str | None]) -> str:
             passed = sum(r["passed"] for r in records)
             final = sum(r["final_return"] for r in records) / len(records)
             mark = "" if col == "none" else (" **caught**" if passed == 0 else "")
-            cells.append(f"{passed}/{len(records)} ({final:+.2f}){mark}")
+            steps = statistics.median(math.inf if r["steps_to_threshold"] is None
+                                      else r["steps_to_threshold"] for r in records)
+            shown = "never" if math.isinf(steps) else f"{steps / 1000:.1f}k"
+            cells.append(f"{passed}/{len(records)} ({final:+.2f}, {shown}){mark}")
             if col != "none" and passed == 0:
                 caught[col] += 1
         lines.append(f"| {case} | " + " | ".join(cells) + " |")
