@@ -431,12 +431,20 @@ class GroupEnv(ABC):
         """A discrete action that the last `action_mask` forbids is an error, not played: a
         task would otherwise act on a move it ruled out. A branch with no legal action at all
         (a turn-based env's waiting player) takes any action, which the task ignores."""
-        legal = np.take_along_axis(self._legal, disc + self._branch_starts, axis=2)  # [E, A, B]
+        flat = np.add(disc, self._branch_starts, dtype=np.intp)  # uint64 + int64 is float64
+        legal = np.take_along_axis(self._legal, flat, axis=2)  # [E, A, B]
         if legal.all():
             return
         open_branch = np.logical_or.reduceat(self._legal, self._branch_starts, axis=2)
-        self._raise_for((open_branch & ~legal).any(axis=2), "discrete",
-                        "is not allowed by the action_mask")
+        bad = (open_branch & ~legal) & self.alive[:, :, None]
+        if bad.any():
+            e, a, b = np.argwhere(bad)[0]
+            start = self._branch_starts[b]
+            end = start + self.spec.discrete_branches[b]
+            allowed = np.flatnonzero(self._legal[e, a, start:end])
+            self._raise_for(bad.any(axis=2), "discrete",
+                            f"(branch {b}: {disc[e, a, b]}) is not allowed by the action_mask "
+                            f"(allowed there: {allowed.tolist()})")
 
     def _raise_for(self, bad: np.ndarray, field: str, what: str) -> None:
         """Raise for the first alive slot flagged in `bad`; flags on dead slots are ignored."""

@@ -212,6 +212,7 @@ class WorkerEnvGroup(GroupEnv):
                          final_obs=tuple(rows(f"final{j}") for j in range(k)),
                          action_mask=rows("action_mask") if self._masked else None)
         self.alive[:] = step.alive
+        self._legal = step.action_mask  # checked here, with this batch's env numbers
         return step
 
     def _wait(self, call: Callable, what: str) -> None:

@@ -194,9 +194,9 @@ def test_actions_the_mask_forbids_are_refused_naming_env_agent_and_step():
     moves[:] = 0
     moves[:, 0, 0] = 2  # player 0 waits now; player 1 plays a move never allowed in env 1
     moves[1, 1, 0] = 2
-    with pytest.raises(ValueError, match=r"not allowed by the action_mask for env 1, agent 1 "
-                                         r"\(episode step 2\)"):
-        env.step({"discrete": moves})
+    with pytest.raises(ValueError, match=r"\(branch 0: 2\) is not allowed by the action_mask "
+                       r"\(allowed there: \[0, 1\]\) for env 1, agent 1 \(episode step 2\)"):
+        env.step({"discrete": moves.astype(np.uint64)})  # any integer dtype is checked alike
     moves[1, 1, 0] = 0
     assert not env.step({"discrete": moves}).alive[:, 1].any()  # player 1 has left
     moves[:] = 0

@@ -139,6 +139,32 @@ def test_bad_actions_are_refused_in_the_trainers_process_naming_the_copy():
         env.close()
 
 
+class OnlyOne(Failing):
+    """Failing that never fails, with an info action mask allowing only action 1."""
+
+    def reset(self, seed=None, options=None):
+        obs, infos = super().reset(seed, options)
+        return obs, {a: {"action_mask": np.array([0, 1], np.int8)} for a in self.agents}
+
+    def step(self, actions):
+        obs, rew, term, trunc, _ = super().step(actions)
+        return obs, rew, term, trunc, {a: {"action_mask": np.array([0, 1], np.int8)}
+                                       for a in self.agents}
+
+
+def test_masked_actions_are_refused_naming_the_copy_of_the_whole_batch():
+    env = make_env(functools.partial(OnlyOne, at=-1), 5, workers=2)
+    try:
+        env.reset(seed=0)
+        act = np.ones((5, 2, 1), np.int64)
+        act[4, 1] = 0  # copy 4 runs in worker 1, where it is that worker's copy 1
+        with pytest.raises(ValueError, match=r"not allowed by the action_mask \(allowed there: "
+                                             r"\[1\]\) for env 4, agent 1"):
+            env.step({"discrete": act})
+    finally:
+        env.close()
+
+
 def test_workers_are_refused_where_they_do_not_apply():
     with pytest.raises(ValueError, match=r"num_env_workers must be in \[0, num_envs=4\]"):
         POCAConfig().override({"num_envs": 4, "num_env_workers": 5})
