@@ -48,6 +48,7 @@ def warn_reward_scale(trainer, stats: dict) -> None:
         trainer._warned_scale = True
         warnings.warn(
             f"value loss {loss:.3g} at agent-step {trainer.agent_steps}: the returns are huge, "
-            "so the critic learns slowly and drowns the policy's signal. Scale the rewards down "
-            "with reward_signals.extrinsic.strength (e.g. --set "
-            "reward_signals.extrinsic.strength=0.01)", RuntimeWarning, stacklevel=3)
+            "so the critic learns slowly and drowns the policy's signal. Let the critic learn "
+            "in return units (--set network_settings.normalize_value=true) or scale the "
+            "rewards down (e.g. --set reward_signals.extrinsic.strength=0.01)",
+            RuntimeWarning, stacklevel=3)

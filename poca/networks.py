@@ -17,7 +17,7 @@ from torch import Tensor, nn
 from envs.core import GroupSpec
 from poca.attention import ResidualSelfAttention, entity_embedding
 from poca.config import NetworkSettings
-from poca.encoders import ObservationEncoder
+from poca.encoders import ObservationEncoder, RunningNorm
 
 
 def mlp(in_size: int, hidden: int, layers: int) -> nn.Sequential:
@@ -213,6 +213,23 @@ class Critic(nn.Module):
         self.head = nn.Linear(out + 1, 1)
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
+        self.returns = RunningNorm(1) if net.normalize_value else None
+
+    def return_stats(self) -> tuple[Tensor, Tensor]:
+        """(mean, std) of the returns seen so far, the units the head learns in: V = mean +
+        std * head, so a head at 0 gives the mean return. (0, 1) without `normalize_value`.
+        The std has a floor of 0.1 (variance 1e-2, as MAPPO's ValueNorm): on a sparse task whose
+        returns were all 0 so far, the first success must not be thousands of units away."""
+        if self.returns is None:
+            one = self.head.bias.new_ones(())
+            return one - 1, one
+        norm = self.returns
+        return norm.mean[0].clone(), torch.sqrt(norm.m2[0] / norm.count).clamp(min=0.1)
+
+    def update_return_stats(self, returns: Tensor) -> None:
+        """Add `returns` [n] to the running statistics (no-op without `normalize_value`)."""
+        if self.returns is not None:
+            self.returns.update(returns.reshape(-1, 1))
 
     def _head(self, pooled: Tensor, count: Tensor, memory, starts):
         """pooled [*, h], count [*] -> (estimates [*], (memory before, memory after each step)
@@ -222,8 +239,11 @@ class Critic(nn.Module):
             features, *states = _unroll(self.memory, features, memory, starts)
         # ML-Agents' agent-count feature, 2n/n_max - 1; n_max is the slot count of the task.
         count_feature = 2 * count.to(features.dtype) / self.num_agents - 1
-        return (self.head(torch.cat([features, count_feature.unsqueeze(-1)], -1)).squeeze(-1),
-                states)
+        out = self.head(torch.cat([features, count_feature.unsqueeze(-1)], -1)).squeeze(-1)
+        if self.returns is not None:  # in return units
+            mean, std = self.return_stats()
+            out = out * std + mean
+        return out, states
 
     def value(self, obs: list[Tensor], alive: Tensor, memory: Tensor | None = None,
               starts: Tensor | None = None):

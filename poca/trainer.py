@@ -87,6 +87,11 @@ VALUE_COEF = 0.5
 BASELINE_COEF = 0.5
 
 
+def in_units(estimate: Tensor, mean: Tensor, std: Tensor) -> Tensor:
+    """An estimate or return in the critic head's units (see `Critic.return_stats`)."""
+    return (estimate - mean) / std
+
+
 def _per_agent(value: Tensor, like: Tensor) -> Tensor:
     """The group value V [*] broadcast to every agent [*, A]; per-agent values as they are."""
     return value if value.dim() == like.dim() else value[..., None].expand_as(like)
@@ -310,6 +315,12 @@ class Trainer:
         returns = lambda_returns(reward, est.value, bootstrap, ro.alive, ro.group_done,
                                  cfg.reward_signals.extrinsic.gamma, hp.lambd, cfg.time_horizon)
         advantage = normalized(returns - est.baseline, ro.alive)
+        # V and the baselines are fitted as the head sees them: in units of the returns' running
+        # statistics (mean 0 and std 1 unless normalize_value), the old estimates in the units
+        # they were made in, so that value clipping bounds how far the network moves.
+        old_units = self.critic.return_stats()
+        self.critic.update_return_stats(returns[ro.alive])
+        new_units = self.critic.return_stats()
 
         # 3. Minibatch units: sequences of `length` steps of one env (single steps without
         # memory), each starting from the memories stored for its first step.
@@ -317,8 +328,10 @@ class Trainer:
         length = memory.sequence_length if memory is not None else 1
         units = {name: to_units(tensor, length) for name, tensor in {
             "alive": ro.alive, "cont": ro.cont, "disc": ro.disc, "mask": ro.action_mask,
-            "old_log_prob": ro.log_prob, "old_value": est.value, "old_baseline": est.baseline,
-            "returns": returns, "advantage": advantage, "starts": ro.starts,
+            "old_log_prob": ro.log_prob, "old_value": in_units(est.value, *old_units),
+            "old_baseline": in_units(est.baseline, *old_units),
+            "returns": in_units(returns, *new_units),
+            "advantage": advantage, "starts": ro.starts,
             "stream_starts": est.stream_starts}.items()}
         obs_units = [to_units(view, length) for view in ro.obs]
         first_memory = {name: None if tensor is None else to_units(tensor, length)[:, 0]
@@ -348,6 +361,8 @@ class Trainer:
                 new_value, new_baseline, _ = self.critic(
                     mb_obs, mb["cont"], mb["disc"], alive, mb_memory["critic"],
                     mb["stream_starts"])
+                new_value, new_baseline = (in_units(new, *new_units)
+                                           for new in (new_value, new_baseline))
                 log_prob = dist.log_prob(mb["cont"], mb["disc"])
                 losses = {
                     "policy_loss": policy_loss(log_prob, mb["old_log_prob"], mb["advantage"],

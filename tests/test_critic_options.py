@@ -150,3 +150,50 @@ def test_recurrent_critic_options_train(critic):
     result = train("groupenvs/GoalMemory-v0",
                    small(critic, max_steps=3000, **{"network_settings.memory": memory}))
     assert result.episodes > 0 and math.isfinite(result.mean_return())
+
+
+@pytest.mark.parametrize("critic", list(CRITICS))
+def test_normalize_value_reads_the_head_in_units_of_the_returns_seen(critic):
+    s = spec()
+    torch.manual_seed(0)
+    net = Critic(s, NetworkSettings(hidden_units=16, normalize_value=True), critic)
+    obs, cont, disc, alive = batch(s)
+    returns = torch.randn(4096, generator=torch.Generator().manual_seed(1)) * 30 - 100
+    net.update_return_stats(returns)
+    mean, std = net.return_stats()
+    assert abs(mean - returns.mean()) < 0.1 and abs(std - returns.std()) < 0.1
+    value, baseline, _ = net(obs, cont, disc, alive)
+    expected = alive if critic == "independent" else torch.ones_like(alive)  # V_i = 0 if gone
+    assert torch.allclose(baseline, mean * expected.to(mean.dtype))  # a head at 0: the mean
+    torch.nn.init.normal_(net.head.weight)
+    plain = Critic(s, NetworkSettings(hidden_units=16), critic)
+    plain.load_state_dict({k: v for k, v in net.state_dict().items()
+                           if not k.startswith("returns.")})
+    raw = plain(obs, cont, disc, alive)[1]
+    expected_baseline = (raw * std + mean) * (alive if critic == "independent" else 1)
+    assert torch.allclose(net(obs, cont, disc, alive)[1], expected_baseline, atol=1e-4)
+
+
+@pytest.mark.parametrize("normalize_value", [True, False])
+def test_normalize_value_makes_the_critic_follow_the_reward_scale(normalize_value):
+    """One update on rewards x1 and x100 from the same start: in return units the critic's
+    estimates scale with the rewards (and the policy learns the same). Without it a head that
+    starts at 0 moves the same few Adam steps either way, far short of returns 100x larger."""
+    estimates = []
+    for strength in (1.0, 100.0):
+        config = POCAConfig.load("goal").override({
+            "num_envs": 16, "reward_signals.extrinsic.strength": strength,
+            "network_settings.normalize_value": normalize_value})
+        trainer = Trainer(make_env("Goal-v0", 16), config, progress=False)
+        ro = trainer.collect()
+        trainer.update(ro)
+        estimates.append(trainer._estimates(ro).value)
+    ratio = (estimates[1] / estimates[0]).median()
+    assert (abs(ratio - 100) < 10) == normalize_value, ratio
+
+
+def test_normalize_value_std_has_a_floor_for_returns_that_never_varied():
+    net = Critic(spec(), NetworkSettings(hidden_units=16, normalize_value=True), "attention")
+    net.update_return_stats(torch.zeros(100_000))  # a sparse task before its first success
+    mean, std = net.return_stats()
+    assert mean == 0 and std == pytest.approx(0.1)

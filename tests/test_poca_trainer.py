@@ -43,8 +43,9 @@ def test_same_seed_same_training_curve():
     assert a.episode_log != c.episode_log
 
 
-def test_resume_restores_parameters_optimizer_and_counters(tmp_path):
-    config = small_config()
+@pytest.mark.parametrize("normalize_value", [False, True])
+def test_resume_restores_parameters_optimizer_and_counters(tmp_path, normalize_value):
+    config = small_config(**{"network_settings.normalize_value": normalize_value})
     first = Trainer(make_env("Goal-v0", 4), config, tmp_path, "Goal-v0", progress=False)
     first.run()
     saved = checkpoint.load(tmp_path / "checkpoints" / "latest.pt")
@@ -54,6 +55,8 @@ def test_resume_restores_parameters_optimizer_and_counters(tmp_path):
     assert second.agent_steps == first.agent_steps == saved["agent_steps"] >= 1000
     for p, q in zip(first.params, second.params, strict=False):
         assert torch.equal(p, q)
+    for a, b in zip(first.critic.return_stats(), second.critic.return_stats(), strict=True):
+        assert torch.equal(a, b) and (a.item() not in (0.0, 1.0)) == normalize_value
     opt_a, opt_b = first.optimizer.state_dict(), second.optimizer.state_dict()
     for k in opt_a["state"]:
         for name in ("exp_avg", "exp_avg_sq", "step"):
