@@ -12,9 +12,10 @@ disjoint from training) by its team return, the sum of every agent's rewards.
 
 Settings are one general recipe for all tasks and all methods (no per-method tuning): small
 networks, frequent updates, gamma 0.95 (these tasks reward within a few dozen steps), and, as in
-MAPPO's recipe for MPE (Yu et al. 2022, arXiv 2103.01955), 10 epochs per buffer with the critic
-learning in units of the returns (`network_settings.normalize_value`; team returns here run to
--100). The README's third-party section gives what each of these changed.
+MAPPO's recipe for simple_spread (Yu et al. 2022, arXiv 2103.01955), 10 epochs per buffer (here
+in batches of 512) with the critic learning in units of the returns
+(`network_settings.normalize_value`; team returns here run to -100). The README's third-party
+section gives what each of these changed.
 """
 
 from __future__ import annotations

@@ -91,7 +91,7 @@ class NetworkSettings:
     normalize: bool = False  # observations, by running mean and variance
     # The critic learns V and the baselines in units of the returns' running mean and std (value
     # normalization as in MAPPO, Yu et al. 2022, arXiv 2103.01955): the fit and the value
-    # clipping do not depend on the reward scale. Not in ML-Agents, whose tasks keep returns
+    # clipping hardly depend on the reward scale. Not in ML-Agents, whose tasks keep returns
     # near 1; off by default so that ML-Agents' configs train as there.
     normalize_value: bool = False
     vis_encode_type: str = "simple"

@@ -46,9 +46,11 @@ def warn_reward_scale(trainer, stats: dict) -> None:
     loss = stats.get("value_loss", 0.0)
     if loss > VALUE_LOSS_WARNING and not getattr(trainer, "_warned_scale", False):
         trainer._warned_scale = True
+        scale_down = "scale the rewards down (e.g. --set reward_signals.extrinsic.strength=0.01)"
+        fixes = (scale_down if trainer.config.network_settings.normalize_value else
+                 "let the critic learn in return units (--set "
+                 f"network_settings.normalize_value=true) or {scale_down}")
         warnings.warn(
             f"value loss {loss:.3g} at agent-step {trainer.agent_steps}: the returns are huge, "
-            "so the critic learns slowly and drowns the policy's signal. Let the critic learn "
-            "in return units (--set network_settings.normalize_value=true) or scale the "
-            "rewards down (e.g. --set reward_signals.extrinsic.strength=0.01)",
+            f"so the critic learns slowly and drowns the policy's signal. To fix it, {fixes}",
             RuntimeWarning, stacklevel=3)

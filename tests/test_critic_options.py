@@ -9,6 +9,7 @@ import torch
 from envs.core import GroupSpec, ObsSpec
 from poca.adapters import make_env
 from poca.config import CRITICS, NetworkSettings, POCAConfig
+from poca.loss import clipped_value_loss
 from poca.networks import Critic
 from poca.trainer import Trainer, train
 
@@ -144,11 +145,14 @@ def test_each_option_is_documented_in_one_sentence():
         assert doc.endswith(".") and doc.count(". ") == 0, name
 
 
-@pytest.mark.parametrize("critic", ["attention", "absorbing"])
-def test_recurrent_critic_options_train(critic):
+@pytest.mark.parametrize("critic, normalize_value",
+                         [("attention", False), ("absorbing", False), ("attention", True)])
+def test_recurrent_critic_options_train(critic, normalize_value):
     memory = {"memory_size": 16, "sequence_length": 8}
     result = train("groupenvs/GoalMemory-v0",
-                   small(critic, max_steps=3000, **{"network_settings.memory": memory}))
+                   small(critic, max_steps=3000, **{"network_settings.memory": memory,
+                                                    "network_settings.normalize_value":
+                                                        normalize_value}))
     assert result.episodes > 0 and math.isfinite(result.mean_return())
 
 
@@ -197,3 +201,30 @@ def test_normalize_value_std_has_a_floor_for_returns_that_never_varied():
     net.update_return_stats(torch.zeros(100_000))  # a sparse task before its first success
     mean, std = net.return_stats()
     assert mean == 0 and std == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("normalize_value", [True, False])
+def test_value_clipping_is_centred_on_the_network_before_its_first_step(monkeypatch,
+                                                                        normalize_value):
+    """The first minibatch step sees the network that made the old estimates, so its estimates
+    and the old ones must agree in the head's units, although this update moved the return
+    statistics (old estimates read in the new units would shift the clipping window)."""
+    import poca.trainer as trainer_module
+
+    calls = []
+
+    def recording(estimate, old_estimate, target, mask, epsilon):
+        calls.append((estimate.detach().clone(), old_estimate.clone(), mask))
+        return clipped_value_loss(estimate, old_estimate, target, mask, epsilon)
+
+    monkeypatch.setattr(trainer_module, "clipped_value_loss", recording)
+    config = POCAConfig.load("goal").override({
+        "num_envs": 16, "reward_signals.extrinsic.strength": 100.0,
+        "network_settings.normalize_value": normalize_value})
+    trainer = Trainer(make_env("Goal-v0", 16), config, progress=False)
+    before = trainer.critic.return_stats()
+    trainer.update(trainer.collect())
+    after = trainer.critic.return_stats()
+    assert (abs(after[0] - before[0]) > 1) == normalize_value  # the units did move
+    for estimate, old_estimate, mask in calls[:2]:  # V and the baselines, first step
+        assert torch.allclose(estimate[mask], old_estimate[mask], atol=1e-4)

@@ -9,6 +9,7 @@ import math
 import os
 import signal
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -662,11 +663,20 @@ def test_trainer_on_an_unchecked_env_stops_at_a_non_finite_reward(tmp_path):
         trainer.run()
 
 
-def test_huge_rewards_warn_once_about_strength(tmp_path):
+def test_huge_rewards_warn_once_about_strength_and_value_normalization(tmp_path):
     with pytest.warns(RuntimeWarning, match="reward_signals.extrinsic.strength") as record:
         train(functools.partial(poisoned_goal, what="reward", after=0, scale=1e9),
               small_config(max_steps=600))
-    assert len([w for w in record if "strength" in str(w.message)]) == 1
+    scale = [str(w.message) for w in record if "strength" in str(w.message)]
+    assert len(scale) == 1 and "network_settings.normalize_value=true" in scale[0]
+
+
+def test_value_normalization_keeps_the_value_loss_small_under_huge_rewards(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no reward-scale warning
+        result = train(functools.partial(poisoned_goal, what="reward", after=0, scale=1e9),
+                       small_config(max_steps=600, **{"network_settings.normalize_value": True}))
+    assert result.agent_steps >= 600
 
 
 def _send(signum):
