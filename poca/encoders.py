@@ -41,8 +41,11 @@ class RunningNorm(nn.Module):
         self.mean += delta * n / total
         self.count.copy_(total)
 
+    def std(self) -> Tensor:
+        return torch.sqrt(self.m2 / self.count)
+
     def forward(self, x: Tensor) -> Tensor:
-        return ((x - self.mean) / torch.sqrt(self.m2 / self.count)).clamp(-5, 5)
+        return ((x - self.mean) / self.std()).clamp(-5, 5)
 
 
 class _ResidualBlock(nn.Module):

@@ -223,13 +223,13 @@ class Critic(nn.Module):
         if self.returns is None:
             one = self.head.bias.new_ones(())
             return one - 1, one
-        norm = self.returns
-        return norm.mean[0].clone(), torch.sqrt(norm.m2[0] / norm.count).clamp(min=0.1)
+        return self.returns.mean[0].clone(), self.returns.std()[0].clamp(min=0.1)
 
-    def update_return_stats(self, returns: Tensor) -> None:
-        """Add `returns` [n] to the running statistics (no-op without `normalize_value`)."""
+    def update_return_stats(self, returns: Tensor, alive: Tensor) -> None:
+        """Add the `returns` of alive agents to the running statistics (no-op without
+        `normalize_value`)."""
         if self.returns is not None:
-            self.returns.update(returns.reshape(-1, 1))
+            self.returns.update(returns[alive].reshape(-1, 1))
 
     def _head(self, pooled: Tensor, count: Tensor, memory, starts):
         """pooled [*, h], count [*] -> (estimates [*], (memory before, memory after each step)

@@ -319,7 +319,7 @@ class Trainer:
         # statistics (mean 0 and std 1 unless normalize_value), the old estimates in the units
         # they were made in, so that value clipping bounds how far the network moves.
         old_units = self.critic.return_stats()
-        self.critic.update_return_stats(returns[ro.alive])
+        self.critic.update_return_stats(returns, ro.alive)
         new_units = self.critic.return_stats()
 
         # 3. Minibatch units: sequences of `length` steps of one env (single steps without
