@@ -307,10 +307,15 @@ class Critic(nn.Module):
         own = self.obs_embed(enc)  # [P, A, h]: each agent from its observation
         other = self.obs_act_embed(torch.cat([enc] + acts, -1))  # with its action
         eye = torch.eye(A, dtype=torch.bool, device=enc.device)  # [i, j]
-        sets = torch.cat([own[:, None], torch.where(eye[None, :, :, None], own[:, None],
-                                                    other[:, None])], 1)  # [P, 1 + A, A, h]
         present = torch.cat([alive[:, None], alive[:, None, :] | eye], 1)  # i counts for b_i
-        pooled = self._pool(sets.flatten(0, 1), present.flatten(0, 1))
+        if self.kind == "attention":  # set 0: every agent's own; set 1 + i: own i, others' other
+            slot = torch.arange(A, device=enc.device)
+            rows = torch.cat([slot[None], torch.where(eye, slot, A + slot)])  # [1 + A, A]
+            pooled = self.attention.pool_sets(torch.cat([own, other], 1), rows, present)
+        else:
+            sets = torch.cat([own[:, None], torch.where(eye[None, :, :, None], own[:, None],
+                                                        other[:, None])], 1)  # [P, 1 + A, A, h]
+            pooled = self._pool(sets.flatten(0, 1), present.flatten(0, 1))
         out, states = self._head(pooled.reshape(*lead, 1 + A, -1),
                                  self._count(present).reshape(*lead, 1 + A), memory, starts)
         return out[..., 0], out[..., 1:], states

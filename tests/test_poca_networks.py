@@ -29,11 +29,15 @@ def batch(s, N=5, seed=0):
     return obs, cont, disc, alive
 
 
-@pytest.mark.parametrize("entities", [3, 12])  # both attention paths (few / many entities)
-def test_attention_ignores_absent_entities_exactly(entities):
+# the three attention paths: few entities with narrow (4 features) or wide (16) heads, many
+PATHS = [(3, 16), (3, 64), (12, 16)]
+
+
+@pytest.mark.parametrize(("entities", "size"), PATHS)
+def test_attention_ignores_absent_entities_exactly(entities, size):
     torch.manual_seed(0)
-    att = ResidualSelfAttention(16)
-    x = torch.randn(6, entities, 16)
+    att = ResidualSelfAttention(size)
+    x = torch.randn(6, entities, size)
     present = torch.rand(6, entities) > 0.4
     present[:, 0] = True
     y = att(x, present)
@@ -43,17 +47,18 @@ def test_attention_ignores_absent_entities_exactly(entities):
     assert torch.allclose(att(x[:, perm], present[:, perm]), y, atol=1e-5)
 
 
+@pytest.mark.parametrize("size", [16, 64])  # narrow and wide heads
 @pytest.mark.parametrize("entities", [3, 6, 12])
-def test_attention_over_a_set_equals_attention_over_its_present_rows_alone(entities):
-    """The mask, not the zeroing of absent inputs, keeps absent rows out of the attention
-    (zeroed inputs still have keys and values: the biases); and the few-rows and many-rows
-    paths agree, since a subset of more than 4 rows can have 4 or fewer present."""
+def test_attention_over_a_set_equals_attention_over_its_present_rows_alone(entities, size):
+    """The mask keeps absent rows out of the attention; and the few-rows and many-rows
+    paths agree (torch's fused attention is the reference), since a subset of more than 4 rows
+    can have 4 or fewer present."""
     torch.manual_seed(1)
-    att = ResidualSelfAttention(16)
+    att = ResidualSelfAttention(size)
     with torch.no_grad():
         for param in att.parameters():
             param.normal_(0, 0.5)
-    x = torch.randn(8, entities, 16)
+    x = torch.randn(8, entities, size)
     present = torch.rand(8, entities) > 0.5
     present[:, 0] = True
     y = att(x, present)
@@ -63,16 +68,37 @@ def test_attention_over_a_set_equals_attention_over_its_present_rows_alone(entit
         torch.testing.assert_close(y[b:b + 1], alone, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("entities", [3, 12])
-def test_attention_over_an_empty_set_is_zero_with_finite_gradients(entities):
-    att = ResidualSelfAttention(16)
-    x = torch.randn(2, entities, 16, requires_grad=True)
+@pytest.mark.parametrize(("entities", "size"), PATHS)
+def test_attention_over_an_empty_set_is_zero_with_finite_gradients(entities, size):
+    att = ResidualSelfAttention(size)
+    x = torch.randn(2, entities, size, requires_grad=True)
     present = torch.zeros(2, entities, dtype=torch.bool)
     present[1, 1] = True
     y = att(x, present)
-    assert torch.equal(y[0], torch.zeros(16))
+    assert torch.equal(y[0], torch.zeros(size))
     y.sum().backward()
     assert torch.isfinite(x.grad).all() and not x.grad[0].any()
+
+
+@pytest.mark.parametrize(("entities", "size"), PATHS)
+def test_sets_drawn_from_shared_entities_pool_as_each_set_alone(entities, size):
+    """pool_sets (the critic's 1 + A sets, each entity embedded once) equals the attention over
+    each set gathered on its own, entity by entity, values and gradients."""
+    torch.manual_seed(2)
+    att = ResidualSelfAttention(size)
+    with torch.no_grad():
+        for param in att.parameters():
+            param.normal_(0, 0.3)
+    B, K, S = 5, 2 * entities, 4
+    x = torch.randn(B, K, size, requires_grad=True)
+    rows = torch.stack([torch.randperm(K)[:entities] for _ in range(S)])
+    present = torch.rand(B, S, entities) > 0.3
+    pooled = att.pool_sets(x, rows, present)
+    alone = torch.stack([att(x[:, rows[s]], present[:, s]) for s in range(S)], 1)
+    torch.testing.assert_close(pooled, alone, rtol=1e-5, atol=1e-5)
+    grad, = torch.autograd.grad((pooled * torch.arange(S)[:, None]).sum(), x)
+    expected, = torch.autograd.grad((alone * torch.arange(S)[:, None]).sum(), x)
+    torch.testing.assert_close(grad, expected, rtol=1e-4, atol=1e-5)
 
 
 def test_critic_ignores_agents_that_are_not_alive():
