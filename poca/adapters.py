@@ -113,12 +113,13 @@ class ParallelEnvGroup(GroupEnv):
 
     Agent slots follow `possible_agents`, or, with `max_agents`, are handed out in order of
     appearance to agents whose names show up during an episode (a slot is not reused within an
-    episode). `alive` follows `agents`; each agent's reward is its individual reward (the trainer
-    adds them up as the team reward); a copy's episode ends when `agents` is empty or every
-    remaining agent is truncated, and it is reset with its own seed. All agents must share
-    observation and action spaces (POCA trains one shared policy). Continuous actions in [-1, 1]
-    are scaled to the Box's bounds. An env whose `infos[agent]` carry `group_reward` and
-    `individual_reward` (as groupenvs' views do) has its reward split into those parts.
+    episode). `alive` follows `agents`; each agent's reward is its individual reward, on the step
+    it joins too (the trainer adds them up as the team reward); a copy's episode ends when
+    `agents` is empty or every remaining agent is truncated, and it is reset with its own seed.
+    All agents must share observation and action spaces (POCA trains one shared policy).
+    Continuous actions in [-1, 1] are scaled to the Box's bounds. An env whose `infos[agent]`
+    carry `group_reward` and `individual_reward` (as groupenvs' views do) has its reward split
+    into those parts (see `_read_reward`).
     """
 
     def __init__(self, env_fn: Callable, num_envs: int = 1, max_agents: int | None = None,
@@ -280,6 +281,29 @@ class ParallelEnvGroup(GroupEnv):
                 self._write(e, name, obs[name], info, where)
                 self.alive[e, self._slot_of(e, name)] = True
 
+    def _read_reward(self, e, i, name, rew, info, field, reward, group_reward) -> bool:
+        """Agent `name`'s reward into reward[e, i], checked; False if it reports none.
+
+        With `group_reward` and `individual_reward` in its info (groupenvs' views), the group
+        part is the group's, not the agent's: every agent that shares in it reports the same
+        value, and one that does not (an agent absorbed or just joined, e.g. groupenvs'
+        `death_mode="absorb"`) reports 0, so a 0 never overwrites another agent's report, and two
+        different non-zero reports are an error."""
+        if "group_reward" in info and "individual_reward" in info:
+            reward[e, i] = _number(info["individual_reward"], f"{field} infos['individual_reward']")
+            group = np.float32(_number(info["group_reward"], f"{field} infos['group_reward']"))
+            if group and group_reward[e] and group != group_reward[e]:
+                raise ValueError(f"{field} infos['group_reward'] is {group}, another agent of "
+                                 f"this group reported {float(group_reward[e])}: a group reward "
+                                 "is one value per group and step")
+            if group:
+                group_reward[e] = group
+            return True
+        if name in rew:
+            reward[e, i] = _number(rew[name], f"{field} reward")
+            return True
+        return False
+
     def _step(self, cont, disc):
         E, A = self.num_envs, self.max_agents
         reward = np.zeros((E, A), np.float32)
@@ -305,14 +329,7 @@ class ParallelEnvGroup(GroupEnv):
                 for flags, key in ((term, "terminations"), (trunc, "truncations")):
                     if name not in flags:
                         raise ValueError(f"{field} missing from {key}")
-                if "group_reward" in info and "individual_reward" in info:  # e.g. groupenvs
-                    reward[e, i] = _number(info["individual_reward"],
-                                           f"{field} infos['individual_reward']")
-                    group_reward[e] = _number(info["group_reward"],
-                                              f"{field} infos['group_reward']")
-                elif name in rew:
-                    reward[e, i] = _number(rew[name], f"{field} reward")
-                else:
+                if not self._read_reward(e, i, name, rew, info, field, reward, group_reward):
                     raise ValueError(f"{field} acted but has no reward")
                 truncated[e, i] = _flag(trunc[name], f"{field} truncations")
                 terminated[e, i] = _flag(term[name], f"{field} terminations") or (
@@ -339,7 +356,11 @@ class ParallelEnvGroup(GroupEnv):
                     if name not in obs:
                         raise ValueError(f"{where}: agent {name!r} joined agents without an "
                                          "observation")
-                    self._write(e, name, obs[name], _info(infos, name, where), where)
+                    info = _info(infos, name, where)
+                    self._write(e, name, obs[name], info, where)
+                    # a reward on the step it joins counts (none is fine: it has not acted)
+                    self._read_reward(e, i, name, rew, info, f"{where}: agent {name!r}:",
+                                      reward, group_reward)
                 self.alive[e, i] = True
         return reward, group_reward, terminated, truncated
 

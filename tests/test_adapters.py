@@ -151,6 +151,68 @@ def test_new_agent_names_up_to_max_agents():
         fixed.step(act(fixed))
 
 
+class SpawnBonus(Spawning):
+    """Spawning, with a reward (`bonus`) to each agent on the step it joins."""
+
+    bonus = 100.0
+
+    def step(self, actions):
+        before = set(self.agents)
+        obs, rew, term, trunc, infos = super().step(actions)
+        for name in rew:
+            if name not in before:
+                rew[name] = self.bonus
+        return obs, rew, term, trunc, infos
+
+
+def test_a_reward_on_the_step_an_agent_joins_counts_and_is_checked():
+    env = ParallelEnvGroup(SpawnBonus, num_envs=1, max_agents=4)
+    env.reset(seed=0)
+    step = env.step(act(env))
+    assert step.reward[0].tolist() == [1.0, 100.0, 0.0, 0.0]  # b_1 joined, with its bonus
+    bad = type("NaNBonus", (SpawnBonus,), {"bonus": float("nan")})
+    env = ParallelEnvGroup(bad, num_envs=1, max_agents=4)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="episode step 1: agent 'b_1': reward is nan"):
+        env.step(act(env))
+
+
+def _group_returns(death_mode, steps=400):
+    env = ParallelEnvGroup(functools.partial(GroupParallelEnv, "Goal-v0", death_mode=death_mode))
+    env.reset(seed=0)
+    rng, total, returns = np.random.default_rng(0), 0.0, []
+    for _ in range(steps):
+        step = env.step({"discrete": rng.integers(0, 2, size=(1, 2, 1))})
+        total += float(step.group_reward[0])
+        if step.group_done[0]:
+            returns.append(total)
+            total = 0.0
+    return returns
+
+
+def test_agents_absorbed_or_joining_do_not_erase_the_group_reward():
+    """groupenvs' absorb view reports group_reward 0 for agents that already ended, in the step
+    the group is paid: the adapter keeps the group's reward, as with the remove view."""
+    removed = _group_returns("remove")
+    assert any(removed) and _group_returns("absorb") == removed
+
+
+class TwoGroupRewards(Leaving):
+    def step(self, actions):
+        obs, rew, term, trunc, infos = super().step(actions)
+        for k, name in enumerate(infos):
+            infos[name] = {"individual_reward": 0.0, "group_reward": float(k + 1)}
+        return obs, rew, term, trunc, infos
+
+
+def test_different_group_rewards_in_one_step_are_an_error():
+    env = ParallelEnvGroup(TwoGroupRewards)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="agent 'a_1': infos\\['group_reward'\\] is 2.0, another "
+                                         "agent of this group reported 1.0"):
+        env.step(act(env))
+
+
 def test_dict_observations_with_action_masks_train():
     env = ParallelEnvGroup(Masked, num_envs=2)
     step = env.reset(seed=0)
