@@ -253,7 +253,9 @@ class ParallelEnvGroup(GroupEnv):
     # Every value from the env is checked where it enters; errors name the copy, the episode
     # step, the agent and the field.
     def _reset_envs(self, idx):
-        seeds = self.random_bits(idx) >> np.uint64(1)  # each copy, each episode: its own seed
+        # each copy, each episode: its own seed, below 2**32 as the legacy np.random.seed and
+        # RandomState that many envs still seed with require (Gymnasium takes any)
+        seeds = self.random_bits(idx) >> np.uint64(32)
         for e, seed in zip(idx.tolist(), seeds.tolist(), strict=True):
             env, where = self.copies[e], f"env copy {self.first_copy + e}, reset"
             if self.record_final and self._started[e]:

@@ -392,6 +392,20 @@ def test_copies_are_seeded_independently_and_reproducibly():
     for seed in range(64):
         ParallelEnvGroup(Recording, num_envs=16).reset(seed=seed)
     assert len(set(seen)) == len(seen) == 64 * 16  # no two copies of any seeds share a seed
+    assert all(0 <= seed < 2**32 for seed in seen)  # what np.random.seed(seed) accepts
+
+
+class LegacySeeded(Leaving):
+    """Seeds numpy's legacy global generator, as older envs do (it takes seeds below 2**32)."""
+
+    def reset(self, seed=None, options=None):
+        np.random.seed(seed)
+        return super().reset(seed, options)
+
+
+def test_envs_seeded_with_legacy_numpy_train():
+    config = POCAConfig().override({"max_steps": 300, "num_envs": 4, "seed": 2**32 - 1})
+    assert train(LegacySeeded, config).agent_steps >= 300
 
 
 def test_make_env_from_factory_paths():
