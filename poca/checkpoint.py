@@ -132,6 +132,9 @@ def _check_fields(path: Path, state: dict) -> None:
     for i, obs in enumerate(state["spec"]["obs"]):
         if not isinstance(obs, dict) or any(k not in obs for k in OBS_FIELDS):
             fail(f"'spec.obs[{i}]' needs the fields {list(OBS_FIELDS)}")
+    if not isinstance(state.get("max_agents"), (int, type(None))) or isinstance(
+            state.get("max_agents"), bool):  # optional (older checkpoints have none)
+        fail(f"'max_agents' is a {type(state['max_agents']).__name__}")
     for name in ("actor", "critic"):
         if not all(isinstance(v, torch.Tensor) for v in state[name].values()):
             fail(f"'{name}' must map parameter names to tensors")
@@ -144,7 +147,8 @@ def trainer_state(trainer) -> dict:
     """Everything `restore` needs to continue `trainer` (a `poca.trainer.Trainer`): only tensors
     and plain values."""
     return {"config": trainer.config.to_dict(), "env_id": trainer.env_id,
-            "env_kwargs": trainer.env_kwargs, "spec": spec_dict(trainer.spec),
+            "env_kwargs": trainer.env_kwargs, "max_agents": trainer.max_agents,
+            "spec": spec_dict(trainer.spec),
             "actor": trainer.actor.state_dict(), "critic": trainer.critic.state_dict(),
             "optimizer": trainer.optimizer.state_dict(), "agent_steps": int(trainer.agent_steps),
             "updates": int(trainer.updates), "episodes": int(trainer.episodes),

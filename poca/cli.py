@@ -80,7 +80,6 @@ def _parser() -> argparse.ArgumentParser:
                             episodes=100, seed=12345)
     ev.add_argument("--deterministic", action="store_true", help="most likely actions")
     ev.add_argument("--json", action="store_true", help="print one JSON object")
-    ev.add_argument("--max-agents", type=int, help="as for train")
 
     pl = _checkpoint_parser(sub, "play", "watch or record a trained group", episodes=3, seed=0)
     pl.add_argument("--render", choices=["human"], help="show a window")
@@ -100,6 +99,7 @@ def _checkpoint_parser(sub, name: str, summary: str, episodes: int, seed: int):
     parser.add_argument("--env-kwargs", type=_json_dict,
                         help="default: those it was trained with")
     parser.add_argument("--seed", type=int, default=seed)
+    parser.add_argument("--max-agents", type=int, help="default: as it was trained with")
     return parser
 
 
@@ -116,7 +116,7 @@ def _play(args) -> int:
     state = checkpoint.load(args.checkpoint)
     # module:factory envs are made with render_mode="rgb_array"; copy 0 is shown
     env = make_env(args.env_id, 1, state["env_kwargs"] if args.env_kwargs is None
-                   else args.env_kwargs, render_mode="rgb_array")
+                   else args.env_kwargs, _max_agents(args, state), render_mode="rgb_array")
     returns = play(load_actor(args.checkpoint, env, state), env, args.episodes, args.seed,
                    args.render, args.record)
     name, _ = _scores(env.pays_group_reward)
@@ -125,6 +125,11 @@ def _play(args) -> int:
     if args.record:
         print(f"recorded {args.record}")
     return 0
+
+
+def _max_agents(args, state: dict) -> int | None:
+    """--max-agents, or the agent slots the checkpoint was trained with."""
+    return state.get("max_agents") if args.max_agents is None else args.max_agents
 
 
 def _train(args) -> int:
@@ -207,7 +212,7 @@ def _eval(args) -> int:
     check_int("--seed", args.seed, 0, 2**32 - 1)
     state = checkpoint.load(args.checkpoint)
     env_kwargs = state["env_kwargs"] if args.env_kwargs is None else args.env_kwargs
-    env = make_env(args.env_id, args.episodes, env_kwargs, args.max_agents)
+    env = make_env(args.env_id, args.episodes, env_kwargs, _max_agents(args, state))
     actor = load_actor(args.checkpoint, env, state)
     group = evaluate(actor, env, args.seed, args.deterministic)
     team = evaluate(actor, env, args.seed, args.deterministic, team=True)

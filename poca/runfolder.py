@@ -165,11 +165,11 @@ def same_env_id(a: str, b: str) -> bool:
 
 
 def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwargs: dict | None,
-                   force: bool) -> tuple[POCAConfig, dict]:
-    """The config and env arguments a resumed run continues with.
+                   max_agents: int | None, force: bool) -> tuple[POCAConfig, dict, int | None]:
+    """The config, env arguments and agent slots (`max_agents`) a resumed run continues with.
 
-    The run's own (from its checkpoint `saved`) unless `config`/`env_kwargs` are given; those
-    may differ from the run's only in `RESUMABLE` keys, or with `force`.
+    The run's own (from its checkpoint `saved`) unless `config`/`env_kwargs`/`max_agents` are
+    given; those may differ from the run's only in `RESUMABLE` keys, or with `force`.
     """
     try:
         own = POCAConfig.from_dict(saved["config"])
@@ -180,6 +180,10 @@ def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwar
         changes.append(f"environment {saved['env_id']!r} -> {env_id!r}")
     if env_kwargs is not None and _plain(env_kwargs) != _plain(saved["env_kwargs"]):
         changes.append(f"env_kwargs {saved['env_kwargs']} -> {env_kwargs}")
+    own_slots = saved.get("max_agents")  # None: slots follow possible_agents
+    # (checkpoints written before max_agents was saved take the one given)
+    if "max_agents" in saved and max_agents is not None and max_agents != own_slots:
+        changes.append(f"max_agents {own_slots} -> {max_agents}")
     if config is not None:
         changes += [f"{key} {a!r} -> {b!r}" for key, (a, b) in
                     _diff(own.to_dict(), config.to_dict()).items()
@@ -189,7 +193,8 @@ def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwar
                          + "; ".join(changes) + ". Only --max-steps (and --threads, "
                          "--env-workers, --no-progress) may differ; pass --force (force=True) "
                          "to change them anyway")
-    return (config or own), (saved["env_kwargs"] if env_kwargs is None else env_kwargs)
+    return (config or own), (saved["env_kwargs"] if env_kwargs is None else env_kwargs), (
+        own_slots if max_agents is None else max_agents)
 
 
 def _plain(value):

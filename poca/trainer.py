@@ -104,12 +104,14 @@ class Trainer:
     `run` trains; `load` continues from a checkpoint."""
 
     def __init__(self, env: GroupEnv, config: POCAConfig, run_dir: str | Path | None = None,
-                 env_id: str = "", env_kwargs: dict | None = None, progress: bool = True):
+                 env_id: str = "", env_kwargs: dict | None = None, progress: bool = True,
+                 max_agents: int | None = None):
         torch.set_num_threads(config.threads)
         torch.manual_seed(config.seed)
         self.env, self.spec, self.config = env, env.spec, config
         self.buffer_size, self.batch_size = config.rollout_sizes(env.spec.num_agents)
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
+        self.max_agents = max_agents  # as made (saved, so that eval, play and resume make it so)
         self.device = torch.device(config.device)
         net = config.network_settings
         self.actor = Actor(self.spec, net).to(self.device)
@@ -158,7 +160,8 @@ class Trainer:
             if folder is not None:
                 (folder / "config.json").write_text(json.dumps(
                     {"env_id": self.env_id, "env_kwargs": self.env_kwargs,
-                     "config": cfg.to_dict()}, indent=2, default=repr))
+                     "max_agents": self.max_agents, "config": cfg.to_dict()},
+                    indent=2, default=repr))
             writer = _MetricsWriter(folder, self.progress, cfg.max_steps, self.agent_steps)
             start, interrupted, diverged, safe = time.perf_counter(), False, False, None
             saved_time = time.monotonic()
@@ -526,8 +529,8 @@ def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = No
     new names. `until(trainer)`: stop early when true. `run_dir` is held by this process while
     it trains; a new run refuses a folder that holds one. `resume`: continue the run in
     `run_dir` (True, or its latest checkpoint already read with `checkpoint.load`) with its own
-    config and env arguments; `config`/`env_kwargs` may only change `max_steps` and `threads`
-    unless `force`.
+    config, env arguments and `max_agents`; `config`/`env_kwargs`/`max_agents` may only change
+    `max_steps` and `threads` unless `force`.
     """
     from poca.adapters import make_env
 
@@ -538,7 +541,8 @@ def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = No
             raise ValueError("resume needs the run_dir of the run to continue")
         latest = runfolder.latest_checkpoint(run_dir)
         state = resume if isinstance(resume, dict) else checkpoint.load(latest)
-        config, env_kwargs = runfolder.resumed_config(state, config, name, env_kwargs, force)
+        config, env_kwargs, max_agents = runfolder.resumed_config(state, config, name, env_kwargs,
+                                                                  max_agents, force)
     config = config or POCAConfig()
     checkpoint.check_plain(dict(env_kwargs or {}), "env_kwargs")
     if config.device != "cpu":
@@ -549,7 +553,7 @@ def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = No
     env = make_env(env_id, config.num_envs, env_kwargs, max_agents,
                    workers=config.num_env_workers)
     try:  # closing stops env worker processes, also when the run fails
-        trainer = Trainer(env, config, run_dir, name, env_kwargs, progress)
+        trainer = Trainer(env, config, run_dir, name, env_kwargs, progress, max_agents)
         if state is not None:
             trainer.load(latest, state)
         return trainer.run(until)

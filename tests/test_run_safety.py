@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -255,3 +256,33 @@ def test_a_run_killed_before_its_first_checkpoint_starts_again(tmp_path, capsys)
     (run / "checkpoints" / "latest.pt4x2.tmp").write_bytes(b"half")
     train("Goal-v0", small_config(max_steps=800), run_dir=run, resume=True)
     assert not list((run / "checkpoints").glob("*.tmp"))
+
+
+def spawning(render_mode=None):
+    """A PettingZoo env that adds agents under new names (needs max_agents), with frames."""
+    from tests.test_adapters import Spawning
+
+    env = Spawning()
+    env.render_mode = render_mode
+    env.render = lambda: np.zeros((8, 8, 3), np.uint8)
+    return env
+
+
+def test_max_agents_stays_with_the_run(tmp_path, monkeypatch, capsys):
+    """The slots a run was trained with are saved: eval, play and resume make the env so
+    without --max-agents again, and a resume that changes them is refused without --force."""
+    monkeypatch.chdir(tmp_path)
+    env, latest = "tests.test_run_safety:spawning", "run/checkpoints/latest.pt"
+    assert main(["train", env, "--max-agents", "4", "--run-dir", "run", *FAST,
+                 "--max-steps", "300"]) == 0
+    assert checkpoint.load(Path(latest))["max_agents"] == 4
+    assert json.loads(Path("run/config.json").read_text())["max_agents"] == 4
+    assert main(["eval", env, "--checkpoint", latest, "--episodes", "2"]) == 0
+    assert main(["play", env, "--checkpoint", latest, "--episodes", "1", "--record",
+                 "spawn.gif"]) == 0
+    assert main(["train", env, "--run-dir", "run", "--resume", "--max-steps", "600",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["train", env, "--run-dir", "run", "--resume", "--max-agents", "6",
+                 "--max-steps", "900", "--no-progress"]) == 2
+    assert "max_agents 4 -> 6" in capsys.readouterr().err
