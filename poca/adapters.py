@@ -67,7 +67,9 @@ def _encode(space: spaces.Space, value, where: str) -> np.ndarray:
             raise ValueError(f"{where} must be an int of {space}, got {value!r}")
         if not start <= value < start + n:
             raise ValueError(f"{where} is {value}, outside {space}")
-        return np.eye(n, dtype=np.float32)[int(value) - start]
+        one_hot = np.zeros(n, np.float32)
+        one_hot[int(value) - start] = 1
+        return one_hot
     try:
         array = np.asarray(value)
     except (ValueError, TypeError) as err:
@@ -81,7 +83,16 @@ def _encode(space: spaces.Space, value, where: str) -> np.ndarray:
             array.dtype.itemsize <= 4 or (np.abs(array) <= FLOAT32_MAX).all())):
         raise ValueError(f"{where} holds NaN/inf, or values beyond float32's range (what the "
                          "networks read)")
-    return array if _is_image(space) else array.reshape(-1)
+    if not _is_image(space):
+        return array.reshape(-1)
+    if array.dtype != np.uint8 and array.size and not (
+            array.min() >= 0 and array.max() <= 255 and (array == np.round(array)).all()):
+        # stored as uint8: 300 would wrap to 44, a float frame in [0, 1] would turn black
+        raise ValueError(f"{where} must hold the uint8 values 0..255 of its {space}, got "
+                         f"{array.dtype} values in [{array.min()}, {array.max()}]"
+                         + ("" if array.dtype.kind != "f" or (array == np.round(array)).all()
+                            else " that are not whole numbers"))
+    return array
 
 
 def _number(value, where: str) -> float:

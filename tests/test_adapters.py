@@ -8,7 +8,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from envs.pettingzoo import GroupParallelEnv
-from poca.adapters import ParallelEnvGroup, make_env
+from poca.adapters import ParallelEnvGroup, _encode, make_env
 from poca.config import POCAConfig
 from poca.trainer import train
 
@@ -300,6 +300,37 @@ def test_uint8_hwc_observations_are_images_of_any_channel_count(channels):
                                     "hyperparameters.buffer_size": 64, "num_envs": 2,
                                     "network_settings.hidden_units": 16, "max_steps": 200})
     assert train(factory, config).episodes > 0
+
+
+class LooseFrames(Frames):
+    """Frames of another dtype in a uint8 image space: whole numbers 0..255 are fine."""
+
+    channels, values = 1, (0.0, 255.0)
+
+    def _frames(self, obs):
+        frame = np.full((20, 20, 1), self.values[1])
+        frame[0] = self.values[0]
+        return dict.fromkeys(obs, frame)
+
+
+@pytest.mark.parametrize(("values", "fragment"), [
+    ((0.0, 255.0), None), ((0, 300), "float64 values in \\[0.0, 300.0\\]"),
+    ((0.0, 0.5), "that are not whole numbers"), ((-1, 3), "values in \\[-1.0, 3.0\\]")])
+def test_image_values_that_uint8_cannot_hold_are_an_error(values, fragment):
+    factory = type("Loose", (LooseFrames,), {"values": tuple(map(float, values))})
+    env = ParallelEnvGroup(factory)
+    if fragment is None:
+        assert env.reset(seed=0).obs[0][0, 0, :2, 0, 0].tolist() == [0, 255]
+        return
+    with pytest.raises(ValueError, match="env copy 0, reset: agent 'a_0': observation must "
+                                         "hold the uint8 values 0..255 of its Box.*" + fragment):
+        env.reset(seed=0)
+
+
+def test_discrete_observations_are_one_hot():
+    space = spaces.Discrete(5, start=-2)
+    assert _encode(space, np.int64(0), "obs").tolist() == [0, 0, 1, 0, 0]
+    assert _encode(spaces.Discrete(1 << 20), 7, "obs").sum() == 1  # no n x n table
 
 
 class Offsets(Leaving):
