@@ -494,9 +494,10 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
     from pettingzoo import ParallelEnv
 
     try:
-        takes_num_envs = "num_envs" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        takes_num_envs = False
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # not inspectable: called as it is
+        params = {"render_mode": None}
+    takes_num_envs = "num_envs" in params
     if takes_num_envs:
         _no_max_agents(max_agents, name)
         _no_workers(workers, name)
@@ -505,6 +506,11 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
             return checked(env)
         raise TypeError(f"{name} returned {type(env).__name__}, not an envs.core.GroupEnv")
     if render_mode is not None:
+        if "render_mode" not in params and not any(p.kind == p.VAR_KEYWORD
+                                                   for p in params.values()):
+            raise ValueError(f"{name} takes no render_mode; rendering makes the env with "
+                             f"render_mode={render_mode!r} (PettingZoo's convention): give the "
+                             "factory a render_mode parameter")
         env_kwargs = {**env_kwargs, "render_mode": render_mode}
     probe = factory(**env_kwargs)
     if not isinstance(probe, ParallelEnv):

@@ -20,6 +20,7 @@ import numpy as np
 
 from poca.config import CRITICS, POCAConfig
 from poca.curves import LAST, smoothed, steps_to_threshold
+from poca.runfolder import holds_run
 from poca.sweep import map_runs
 
 EVAL_SEED = 1_000_003  # + the training seed: evaluation episodes never seen in training
@@ -54,6 +55,8 @@ def run(args) -> int:
     unknown = [c for c in critics if c not in CRITICS]
     if unknown or not critics:
         raise ValueError(f"--critics: unknown {unknown}; choose from {list(CRITICS)}")
+    if len(set(critics)) < len(critics):
+        raise ValueError(f"--critics: each critic once, got {args.critics!r}")
     if args.seeds < 1 or args.workers < 1:
         raise ValueError("--seeds and --workers must be >= 1")
     base = POCAConfig.load(args.config) if args.config else POCAConfig()
@@ -61,10 +64,13 @@ def run(args) -> int:
                                                if args.max_steps else {})})
     out = args.out or Path("runs") / "compare" / args.env_id.replace("/", "_").replace(
         ":", "_") / time.strftime("%Y%m%d-%H%M%S")
-    out.mkdir(parents=True, exist_ok=True)
     jobs = [(args.env_id, base.override({"critic": c, "seed": s}).to_dict(), args.env_kwargs,
              args.max_agents, args.eval_episodes, str(out / f"{c}-seed{s}"))
             for c in critics for s in range(args.seeds)]
+    taken = [Path(job[-1]).name for job in jobs if holds_run(Path(job[-1]))]
+    if taken:  # before any training, not after the first runs
+        raise ValueError(f"--out {out} already holds the runs {taken}; choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
     print(f"comparing {', '.join(critics)} on {args.env_id}: {args.seeds} seeds x "
           f"{base.max_steps:,} agent-steps -> {out}", flush=True)
     records = map_runs(_one_run, jobs, args.workers, args.ray)

@@ -209,9 +209,12 @@ class POCAConfig:
         for key, value in dotted.items():
             *parents, leaf = key.split(".")
             node = data
-            for p in parents:
-                if not isinstance(node.get(p), dict):
-                    node[p] = {} if node.get(p) is None else node[p]
+            for depth, p in enumerate(parents):
+                if node.get(p) is None:
+                    node[p] = {}
+                if not isinstance(node[p], dict):
+                    raise ValueError(f"{'.'.join(parents[:depth + 1])} is a setting, not a "
+                                     f"section: {key!r} names nothing")
                 node = node[p]
             node[leaf] = value
         return POCAConfig.from_dict(data)
@@ -299,7 +302,8 @@ class POCAConfig:
         if net.vis_encode_type not in MIN_IMAGE_SIZE:
             raise ValueError(f"network_settings.vis_encode_type must be one of "
                              f"{list(MIN_IMAGE_SIZE)}, got {net.vis_encode_type!r}")
-        if self.device not in ("cpu", "cuda") and not self.device.startswith("cuda:"):
+        if self.device not in ("cpu", "cuda") and not (
+                self.device.startswith("cuda:") and self.device[5:].isdigit()):
             raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {self.device!r}")
 
 

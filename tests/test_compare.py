@@ -24,6 +24,11 @@ def test_compare_writes_a_record_per_run_and_a_table(tmp_path, capsys):
         assert r["curve"] and (out / f"{r['critic']}-seed{r['seed']}" / "checkpoints").is_dir()
     printed = capsys.readouterr().out
     assert "| attention |" in printed and "| independent |" in printed
+    # the same --out again: refused before training anything, naming the runs it holds
+    assert main(["compare", "groupenvs/Goal-v0", "--critics", "attention", "--out",
+                 str(out)]) == 2
+    assert "already holds the runs ['attention-seed0', 'attention-seed1']; choose another " \
+           "--out" in capsys.readouterr().err
     pytest.importorskip("matplotlib")
     assert (out / "curves.png").stat().st_size > 0
 
@@ -32,3 +37,7 @@ def test_compare_refuses_an_unknown_critic(tmp_path, capsys):
     assert main(["compare", "groupenvs/Goal-v0", "--critics", "attention,coma",
                  "--out", str(tmp_path)]) == 2
     assert "unknown ['coma']" in capsys.readouterr().err
+    assert main(["compare", "groupenvs/Goal-v0", "--critics", "attention,attention",
+                 "--out", str(tmp_path)]) == 2
+    assert "each critic once, got 'attention,attention'" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

@@ -458,6 +458,12 @@ CLI_CASES = [  # (argv after "train", fragment)
     (["hostile_import_error_wt14:make"], "importing 'hostile_import_error_wt14' failed: "
                                          "ZeroDivisionError: division by zero ("),
 ]
+CLI_CASES += [
+    (["Goal-v0", "--device", "cuda:x"], "device must be 'cpu' or 'cuda[:N]', got 'cuda:x'"),
+    (["Goal-v0", "--set", "max_steps.x=1"], "max_steps is a setting, not a section: "
+                                            "'max_steps.x' names nothing"),
+    (["Goal-v0", "--set", "hyperparameters.lambd.y.z=1"], "hyperparameters.lambd is a setting"),
+]
 if not torch.cuda.is_available():
     CLI_CASES.append((["Goal-v0", "--device", "cuda"], "device 'cuda' is not available here"))
 
@@ -488,6 +494,13 @@ def test_bad_eval_and_play_input_is_one_line_exit_2(tmp_path, capsys, monkeypatc
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and fragment in err, err
     assert not (tmp_path / "x.gif").exists()
+
+
+def test_play_says_when_a_factory_takes_no_render_mode(capsys, good_checkpoint):
+    assert main(["play", "tests.test_adapters:Spawning", "--checkpoint", str(good_checkpoint),
+                 "--record", "x.gif"]) == 2
+    assert "tests.test_adapters:Spawning takes no render_mode; rendering makes the env with " \
+           "render_mode='rgb_array'" in capsys.readouterr().err
 
 
 def test_console_script_finds_modules_in_the_current_directory(tmp_path, monkeypatch, capsys):
