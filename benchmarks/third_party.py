@@ -86,7 +86,7 @@ CASES = [
                    {"max_cycles": 50, "x_size": 8, "y_size": 8, "n_pursuers": 4,
                     "n_evaders": 6, "obs_range": 5}, budget=200_000,
                    known_failure=("measured 3 seeds: "
-                                  "POCA +0.78 vs independent -0.61 (random -17.08)")),
+                                  "POCA +2.11 vs independent +4.66 (random -17.28)")),
 ]
 BY_ID = {c.id: c for c in CASES}
 
