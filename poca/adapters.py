@@ -495,10 +495,9 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
 
     try:
         params = inspect.signature(factory).parameters
-    except (TypeError, ValueError):  # not inspectable: called as it is
-        params = {"render_mode": None}
-    takes_num_envs = "num_envs" in params
-    if takes_num_envs:
+    except (TypeError, ValueError):  # not inspectable (some builtins): trusted to take both
+        params = None
+    if params is not None and "num_envs" in params:
         _no_max_agents(max_agents, name)
         _no_workers(workers, name)
         env = factory(num_envs=num_envs, **env_kwargs)
@@ -506,8 +505,8 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
             return checked(env)
         raise TypeError(f"{name} returned {type(env).__name__}, not an envs.core.GroupEnv")
     if render_mode is not None:
-        if "render_mode" not in params and not any(p.kind == p.VAR_KEYWORD
-                                                   for p in params.values()):
+        if params is not None and "render_mode" not in params and not any(
+                p.kind == p.VAR_KEYWORD for p in params.values()):
             raise ValueError(f"{name} takes no render_mode; rendering makes the env with "
                              f"render_mode={render_mode!r} (PettingZoo's convention): give the "
                              "factory a render_mode parameter")
