@@ -54,12 +54,18 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown cases {unknown}; known: {list(BY_ID)}")
     jobs = [(c, s, args.break_name, args.budget) for c in ids for s in range(args.seeds)]
-    records = map_runs(one_run, jobs, args.workers, args.ray)
 
     from benchmarks.test_learning import write_record
 
     args.report.mkdir(parents=True, exist_ok=True)
-    records = [write_record(BY_ID[r["case"]], r, args.report) for r in records]
+    written = {}  # as each run finishes, so a sweep stopped later keeps them
+
+    def write(record: dict) -> None:
+        written[record["case"], record["seed"]] = write_record(BY_ID[record["case"]], record,
+                                                               args.report)
+
+    map_runs(one_run, jobs, args.workers, args.ray, done=write)
+    records = [written[case, seed] for case, seed, *_ in jobs]
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
     print("\n".join(summary_table(records, baseline)))
     print(f"records in {args.report}")

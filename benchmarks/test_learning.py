@@ -63,6 +63,9 @@ def run_case(case: Case, seed: int, break_name: str | None = None) -> dict:
         trainer = Trainer(env, config, env_id=case.env_id, env_kwargs=case.env_kwargs,
                           progress=False)
         result = trainer.run()
+    if result.interrupted:  # Ctrl-C stops the suite; a cut-short run is not judged
+        raise KeyboardInterrupt(f"{case.id} seed {seed} interrupted at "
+                                f"{result.agent_steps:,} agent-steps")
     train_wall = time.perf_counter() - start
     eval_env = make_env(case.env_id, case.eval_episodes, case.env_kwargs, None)
     returns = evaluate(trainer.actor, eval_env, seed=EVAL_SEED + seed)

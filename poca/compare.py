@@ -12,6 +12,7 @@ the records are the same either way.
 from __future__ import annotations
 
 import json
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -51,17 +52,27 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from envs.core import check_int, check_number
+    from poca.adapters import make_env
+
     critics = [c for c in args.critics.split(",") if c]
     unknown = [c for c in critics if c not in CRITICS]
     if unknown or not critics:
         raise ValueError(f"--critics: unknown {unknown}; choose from {list(CRITICS)}")
     if len(set(critics)) < len(critics):
         raise ValueError(f"--critics: each critic once, got {args.critics!r}")
-    if args.seeds < 1 or args.workers < 1:
-        raise ValueError("--seeds and --workers must be >= 1")
+    for flag in ("seeds", "workers", "eval_episodes"):
+        check_int(f"--{flag.replace('_', '-')}", getattr(args, flag), 1)
+    if args.threshold is not None:
+        check_number("--threshold", args.threshold, -float("inf"))
     base = POCAConfig.load(args.config) if args.config else POCAConfig()
+    fixed = {key: dict(args.set)[key] for key in ("critic", "seed") if key in dict(args.set)}
+    if fixed:  # compare sets these itself, per run
+        raise ValueError(f"--set {', '.join(fixed)}: compare trains every critic in --critics "
+                         "on seeds 0..--seeds-1; use those instead")
     base = base.override({**dict(args.set), **({"max_steps": args.max_steps}
-                                               if args.max_steps else {})})
+                                               if args.max_steps is not None else {})})
+    make_env(args.env_id, 1, args.env_kwargs, args.max_agents).close()  # bad IDs fail here
     out = args.out or Path("runs") / "compare" / args.env_id.replace("/", "_").replace(
         ":", "_") / time.strftime("%Y%m%d-%H%M%S")
     jobs = [(args.env_id, base.override({"critic": c, "seed": s}).to_dict(), args.env_kwargs,
@@ -73,10 +84,21 @@ def run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     print(f"comparing {', '.join(critics)} on {args.env_id}: {args.seeds} seeds x "
           f"{base.max_steps:,} agent-steps -> {out}", flush=True)
-    records = map_runs(_one_run, jobs, args.workers, args.ray)
-    for r in records:
-        r["steps_to_threshold"] = steps_to_threshold(r["curve"], args.threshold)
-        (out / f"{r['critic']}-seed{r['seed']}.json").write_text(json.dumps(r, indent=1))
+
+    written = []
+
+    def write(record: dict) -> None:  # as each run finishes: a Ctrl-C later keeps it
+        written.append(f"{record['critic']}-seed{record['seed']}")
+        record["steps_to_threshold"] = steps_to_threshold(record["curve"], args.threshold)
+        (out / f"{record['critic']}-seed{record['seed']}.json").write_text(
+            json.dumps(record, indent=1))
+
+    try:
+        records = map_runs(_one_run, jobs, args.workers, args.ray, done=write)
+    except KeyboardInterrupt:
+        print(f"stopped before the comparison was complete; records of the finished runs "
+              f"{written} are in {out} (no table, no plot)", file=sys.stderr)
+        raise
     print(table(records, args.threshold))
     curves = plot(records, out / "curves.png")
     print(f"runs and records in {out}" + (f"; curves: {curves}" if curves else
@@ -91,6 +113,8 @@ def _one_run(env_id, config: dict, env_kwargs, max_agents, eval_episodes, run_di
 
     config = POCAConfig.from_dict(config)
     result = train(env_id, config, env_kwargs, run_dir, progress=False, max_agents=max_agents)
+    if result.interrupted:  # a cut-short run is no result: stop the comparison, record nothing
+        raise KeyboardInterrupt(f"{run_dir} interrupted at {result.agent_steps:,} agent-steps")
     env = make_env(env_id, eval_episodes, env_kwargs, max_agents)
     team = not result.pays_group_reward  # the headline score of the env
     returns = evaluate(load_actor(result.checkpoint, env), env, EVAL_SEED + config.seed,

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 GROUPS = {"--slow": "paper-push-block", "--paper": "test_paper.py",
           "--third-party": "test_third_party.py"}  # flag -> what only it collects
@@ -29,3 +31,18 @@ def test_opt_in_groups_stay_out_by_default_and_come_with_their_flag_or_marker():
     for flag, part in GROUPS.items():
         assert any(part in test for test in flagged), flag
     assert collected("-m", "slow") == [test for test in flagged if GROUPS["--slow"] in test]
+
+
+def test_ctrl_c_stops_a_benchmark_run_instead_of_judging_it(monkeypatch):
+    """The trainer turns Ctrl-C into a saved, cut-short result; a benchmark run must not
+    evaluate that as if it were the final policy (pytest would carry on to the next case)."""
+    from benchmarks.cases import CASES
+    from benchmarks.test_learning import run_case
+    from poca.trainer import Trainer
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "collect", interrupted)
+    with pytest.raises(KeyboardInterrupt, match="interrupted at 0 agent-steps"):
+        run_case(CASES[0], 0)

@@ -41,3 +41,63 @@ def test_compare_refuses_an_unknown_critic(tmp_path, capsys):
                  "--out", str(tmp_path)]) == 2
     assert "each critic once, got 'attention,attention'" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--max-steps", "0"], "max_steps must be"),
+    (["--eval-episodes", "0"], "--eval-episodes must be >= 1, got 0"),
+    (["--threshold", "nan"], "--threshold must be"),
+    (["--set", "seed=7"], "--set seed: compare trains every critic"),
+    (["--env-kwargs", '{"no_such_argument": 1}'], "no_such_argument"),
+])
+def test_compare_refuses_bad_input_before_training(extra, message, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["compare", "groupenvs/Goal-v0", "--critics", "attention", "--seeds", "1",
+                 "--out", str(out), *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()  # nothing trained, no empty folder left behind
+
+
+def test_compare_refuses_an_unknown_env_before_making_its_folder(tmp_path, capsys):
+    assert main(["compare", "groupenvs/NoSuchTask-v0", "--critics", "attention",
+                 "--out", str(tmp_path / "cmp")]) == 2
+    assert "NoSuchTask" in capsys.readouterr().err and not (tmp_path / "cmp").exists()
+
+
+def test_compare_stops_at_ctrl_c_and_keeps_only_finished_runs(tmp_path, capsys, monkeypatch):
+    """Ctrl-C during the second run: the first run's record stays, the cut-short run is neither
+    evaluated nor recorded as a result, the third never starts, and the exit status is 130."""
+    from poca.trainer import Trainer
+
+    trainers, collect = [], Trainer.collect
+
+    def interrupted_in_second_run(self):
+        if self not in trainers:
+            trainers.append(self)
+        if len(trainers) == 2:
+            raise KeyboardInterrupt
+        return collect(self)
+
+    monkeypatch.setattr(Trainer, "collect", interrupted_in_second_run)
+    out = tmp_path / "cmp"
+    assert main(["compare", "groupenvs/Goal-v0", "--config", "goal", "--critics", "attention",
+                 "--seeds", "3", "--max-steps", "2000", "--eval-episodes", "5",
+                 "--out", str(out)]) == 130
+    captured = capsys.readouterr()
+    assert sorted(p.name for p in out.glob("*.json")) == ["attention-seed0.json"]
+    assert "['attention-seed0']" in captured.err and "| attention |" not in captured.out
+    assert (out / "attention-seed1" / "checkpoints").is_dir()  # its checkpoint is kept
+    assert not (out / "attention-seed2").exists() and len(trainers) == 2
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_map_runs_hands_over_each_finished_run_before_a_failure_stops_it(workers):
+    import operator
+
+    from poca.sweep import map_runs
+
+    assert map_runs(operator.truediv, [(1, 2), (3, 4)], workers) == [0.5, 0.75]
+    finished = []
+    with pytest.raises(ZeroDivisionError):
+        map_runs(operator.truediv, [(1, 2), (1, 0)], workers, done=finished.append)
+    assert finished == [0.5]
