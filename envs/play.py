@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
 import envs
+from envs.render import check_display
 
 
 def _keyboard_action(space):
@@ -84,8 +86,23 @@ def main(argv=None) -> None:
     parser.add_argument("--save", type=Path, help="with --render rgb_array: write PNG frames here")
     parser.add_argument("--keyboard", action="store_true", help="steer agent_0 with the arrows")
     args = parser.parse_args(argv)
+    if args.task not in envs.TASKS:
+        parser.error(f"unknown task {args.task!r}; choose from {sorted(envs.TASKS)}")
+    if args.episodes < 1:
+        parser.error(f"--episodes must be >= 1, got {args.episodes}")
+    if not isinstance(args.env_kwargs, dict):
+        parser.error('--env-kwargs must be a JSON object, e.g. \'{"num_agents": 3}\'')
     if args.save is not None and args.render != "rgb_array":
         parser.error("--save needs --render rgb_array")
+    try:  # before playing: a folder that cannot be written fails now, not at the first frame
+        if args.render == "human":
+            check_display("use --render rgb_array --save FOLDER instead")
+        if args.save is not None:
+            args.save.mkdir(parents=True, exist_ok=True)
+            if not os.access(args.save, os.W_OK):
+                raise ValueError(f"--save {str(args.save)!r} is not a writable folder")
+    except (ValueError, OSError) as err:
+        parser.error(str(err))
     returns = play(args.task, args.episodes, args.seed, args.env_kwargs, args.render, args.save,
                    args.keyboard)
     print(f"mean group return {np.mean(returns):+.3f} over {len(returns)} episodes")

@@ -24,6 +24,22 @@ def check_render_mode(mode) -> None:
         raise ValueError(f"render_mode must be one of {list(RENDER_MODES)} or None, got {mode!r}")
 
 
+def check_display(instead: str) -> None:
+    """Fail if a window cannot be shown (Linux without DISPLAY/WAYLAND_DISPLAY, or SDL told to
+    draw off-screen) rather than silently drawing nowhere; `instead` says what to do then."""
+    import sys
+
+    driver = os.environ.get("SDL_VIDEODRIVER", "")
+    if driver in ("dummy", "offscreen"):
+        why = f"SDL_VIDEODRIVER={driver} draws off-screen"
+    elif sys.platform.startswith("linux") and not (os.environ.get("DISPLAY")
+                                                   or os.environ.get("WAYLAND_DISPLAY")):
+        why = "neither DISPLAY nor WAYLAND_DISPLAY is set"
+    else:
+        return
+    raise ValueError(f"--render human needs a display, but {why}; {instead}")
+
+
 class Renderer:
     """Draws frames of `size` (width, height) with `draw(pygame, surface)`."""
 

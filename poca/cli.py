@@ -43,7 +43,11 @@ def _assignment(text: str) -> tuple[str, object]:
     if not sep:
         raise argparse.ArgumentTypeError("must look like key=value, e.g. "
                                          "hyperparameters.learning_rate=1e-3")
-    return key, yaml.safe_load(value)
+    try:
+        return key, yaml.safe_load(value)
+    except yaml.YAMLError as err:
+        raise argparse.ArgumentTypeError(f"{key}: the value {value!r} is not valid YAML ("
+                                         f"{str(err).splitlines()[0]})") from None
 
 
 def _parser() -> argparse.ArgumentParser:

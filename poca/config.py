@@ -318,7 +318,7 @@ def _build(cls, data, where: str):
     kwargs = {}
     hints = {name: _resolve(cls, f) for name, f in fields.items()}
     for key, value in data.items():
-        typ, name = hints[key], f"{where}{key}"
+        typ, name = hints[key], f"{where}.{key}" if where else key
         nested = typ if dataclasses.is_dataclass(typ) else None
         if nested is None and isinstance(typ, tuple):  # Optional[...]
             nested = next((t for t in typ if dataclasses.is_dataclass(t)), None)
@@ -327,7 +327,7 @@ def _build(cls, data, where: str):
                 continue
             typ = typ[0]
         if nested is not None:
-            kwargs[key] = _build(nested, value, f"{name}.")
+            kwargs[key] = _build(nested, value, name)
         else:
             kwargs[key] = _coerce(value, typ, name)
     return cls(**kwargs)

@@ -56,14 +56,14 @@ def play(actor: Actor, env: GroupEnv, episodes: int, seed: int = 0, render: str 
     Returns each episode's (group return, team return). GIFs need Pillow
     (`pip install "groupenvs[gif]"`), mp4 imageio with ffmpeg (`pip install "groupenvs[video]"`).
     """
-    from envs.render import EpisodeRenderer
+    from envs.render import EpisodeRenderer, check_display
 
     if env.num_envs != 1:
         raise ValueError("play() steps one group: make the env with num_envs=1")
     if record is not None:
         check_record_path(record)
     if render == "human":
-        check_display()
+        check_display("record instead with --record FILE.gif or FILE.mp4")
     views = [EpisodeRenderer(env, mode, fps) for mode in
              (render, "rgb_array" if record else None) if mode]
     frames, returns = [], []
@@ -100,8 +100,9 @@ RECORD_FORMATS = {".gif": ("PIL", 'Pillow: pip install "groupenvs[gif]"'),
 
 
 def check_record_path(path) -> None:
-    """Fail before playing if `path`'s format is unknown, its writer is not installed, or its
-    folder does not exist or is not a writable folder."""
+    """Fail before playing if `path`'s format is unknown, its writer is not installed, its
+    folder does not exist or is not a writable folder, or `path` itself is there but is not a
+    file this process may overwrite (a folder, say)."""
     import importlib.util
     import os
 
@@ -113,27 +114,13 @@ def check_record_path(path) -> None:
     if not folder.is_dir() or not os.access(folder, os.W_OK):
         raise ValueError(f"cannot record {str(path)!r}: {str(folder)!r} is not a writable "
                          "folder (make it first)")
+    if Path(path).exists() and not (Path(path).is_file() and os.access(path, os.W_OK)):
+        raise ValueError(f"cannot record {str(path)!r}: it exists and is not a file that can be "
+                         "overwritten")
     module, hint = RECORD_FORMATS[suffix]
     if importlib.util.find_spec(module) is None or (
             suffix == ".mp4" and importlib.util.find_spec("imageio") is None):
         raise ImportError(f"recording {suffix} needs {hint}")
-
-
-def check_display() -> None:
-    """Fail if a window cannot be shown (Linux without DISPLAY/WAYLAND_DISPLAY, or SDL told to
-    draw off-screen) rather than silently drawing nowhere."""
-    import os
-    import sys
-
-    driver = os.environ.get("SDL_VIDEODRIVER", "")
-    if driver in ("dummy", "offscreen"):
-        raise ValueError(f"--render human needs a display, but SDL_VIDEODRIVER={driver} draws "
-                           "off-screen; record instead with --record FILE.gif or FILE.mp4")
-    if sys.platform.startswith("linux") and not (os.environ.get("DISPLAY")
-                                                 or os.environ.get("WAYLAND_DISPLAY")):
-        raise ValueError("--render human needs a display, and neither DISPLAY nor "
-                           "WAYLAND_DISPLAY is set; record instead with --record FILE.gif or "
-                           "FILE.mp4")
 
 
 def _write_video(frames: list[np.ndarray], path: Path, fps: int) -> None:

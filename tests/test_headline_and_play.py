@@ -122,6 +122,11 @@ def test_play_module_factory_records_gif_and_checks_the_format_first(third_party
                  "--record", str(tmp_path / "no_such_folder" / "scored.gif")]) == 2
     assert "is not a writable folder" in capsys.readouterr().err
     assert Scored.steps_taken == before
+    (tmp_path / "a_folder.gif").mkdir()  # refused before playing, not written over at the end
+    assert main(["play", "scored_pz:Scored", "--checkpoint", checkpoint,
+                 "--record", str(tmp_path / "a_folder.gif")]) == 2
+    assert "exists and is not a file that can be overwritten" in capsys.readouterr().err
+    assert Scored.steps_taken == before
     # conftest runs pygame with SDL_VIDEODRIVER=dummy: no window can be shown, and play says so
     assert main(["play", "scored_pz:Scored", "--checkpoint", checkpoint,
                  "--render", "human"]) == 2

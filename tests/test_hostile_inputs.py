@@ -746,3 +746,14 @@ def test_signals_save_the_last_whole_update(tmp_path, monkeypatch, signum, where
     for name, value in reference.actor.state_dict().items():
         assert torch.equal(value, state["actor"][name]), name
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == handlers
+
+
+def test_set_with_a_value_that_is_not_yaml_is_a_usage_error(capsys):
+    from poca.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["train", "Goal-v0", "--set", "network_settings.hidden_units=[1"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "network_settings.hidden_units: the value '[1' is not valid YAML" in err
+    assert "Traceback" not in err

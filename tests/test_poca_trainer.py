@@ -144,7 +144,7 @@ def test_config_from_mlagents_yaml(tmp_path):
 
 @pytest.mark.parametrize("data, match", [
     ({"hyperparameter": {}}, r"unknown key\(s\) \['hyperparameter'\] in config; valid: "),
-    ({"hyperparameters": {"lr": 1}}, r"in hyperparameters\.; valid: \['batch_size'"),
+    ({"hyperparameters": {"lr": 1}}, r"in hyperparameters; valid: \['batch_size'"),
     ({"hyperparameters": {"batch_size": "big"}}, r"batch_size must be int"),
     ({"hyperparameters": {"batch_size": 0}}, r"batch_size must be > 0"),
     ({"hyperparameters": {"batch_size": 512, "buffer_size": 256}}, r"must not exceed"),

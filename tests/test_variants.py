@@ -145,3 +145,20 @@ def test_play_writes_frames(tmp_path, capsys):
                str(tmp_path)])
     assert "group return" in capsys.readouterr().out
     assert len(list(tmp_path.glob("frame_*.png"))) > 3
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["NoSuchTask-v0"], "unknown task 'NoSuchTask-v0'; choose from ["),
+    (["Goal-v0", "--episodes", "0"], "--episodes must be >= 1, got 0"),
+    (["Goal-v0", "--env-kwargs", "[3]"], "--env-kwargs must be a JSON object"),
+    # conftest runs pygame with SDL_VIDEODRIVER=dummy: a window would silently show nothing
+    (["Goal-v0", "--render", "human"], "--render human needs a display, but SDL_VIDEODRIVER"),
+    (["Goal-v0", "--render", "rgb_array", "--save", "{file}"], "File exists"),
+])
+def test_play_refuses_bad_input_before_playing(argv, message, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit) as stop:
+        play_main([a.replace("{file}", str(tmp_path / "file")) for a in argv])
+    assert stop.value.code == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "episode 0" not in captured.out
