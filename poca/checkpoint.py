@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 import torch
@@ -94,12 +95,20 @@ def load(path: Path, spec: GroupSpec | None = None, state: dict | None = None) -
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # a pickle of another protocol is refused below
+            warnings.filterwarnings("ignore", "Detected pickle protocol", UserWarning)
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many kinds for truncated, foreign or unsafe files
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        unsafe = "weights only" in str(err).lower() or "weights_only" in str(err)
-        why = ("it holds Python objects a checkpoint never contains; refused without "
-               "running them" if unsafe else first)
+        text = str(err).strip()
+        # torch's weights-only unpickler words every refusal the same way; only one naming a
+        # global (a class or function to import) means Python objects, anything else means
+        # bytes that are not a pickle it understands: damaged, or another kind of file
+        if "weights only load failed" in text.lower():
+            why = ("it holds Python objects a checkpoint never contains; refused without "
+                   "running them" if "global" in text.lower() else "damaged, or not a file "
+                   "torch.save wrote")
+        else:
+            why = text.splitlines()[0] if text else type(err).__name__
         raise CheckpointError(f"{path} is not a readable checkpoint ({why})") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a {FORMAT} checkpoint")

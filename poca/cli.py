@@ -152,7 +152,14 @@ def _train(args) -> int:
             raise ValueError("--resume needs the --run-dir of the run to continue")
         from poca.runfolder import latest_checkpoint
 
-        state = checkpoint.load(latest_checkpoint(args.run_dir))
+        latest = latest_checkpoint(args.run_dir)
+        try:
+            state = checkpoint.load(latest)
+        except checkpoint.CheckpointError as err:  # damaged from outside: saves are atomic
+            older = sorted(p.name for p in latest.parent.glob("step-*.pt"))
+            raise checkpoint.CheckpointError(
+                f"{err}" + (f"; the run also keeps {older}: copy one over {latest.name} to "
+                            "resume from it" if older else "")) from None
         resumed_from = state["agent_steps"]
         if args.config:
             config = POCAConfig.load(args.config)

@@ -7,6 +7,7 @@ import dataclasses
 import functools
 import math
 import os
+import pickle
 import signal
 import sys
 import warnings
@@ -558,6 +559,9 @@ CHECKPOINT_CASES = [  # (name, how to make it from a good state, fragment)
     ("payload only", lambda s, t: Payload(t), "refused without running them"),
     ("text", b"not a checkpoint", "is not a readable checkpoint"),
     ("empty", b"", "is not a readable checkpoint"),
+    # bytes torch's weights-only unpickler cannot parse are damage, not Python objects
+    ("noise", bytes(range(256)) * 8, "(damaged, or not a file torch.save wrote)"),
+    ("plain pickle", pickle.dumps({"actor": 1}), "(damaged, or not a file torch.save wrote)"),
     ("foreign dict", lambda s, t: {"weights": torch.zeros(3)}, "is not a groupenvs-poca/1"),
     ("wrong format", lambda s, t: {**s, "format": "other/2"}, "is not a groupenvs-poca/1"),
     ("no actor", lambda s, t: _without(s, "actor"), "'actor' is missing"),

@@ -286,3 +286,20 @@ def test_max_agents_stays_with_the_run(tmp_path, monkeypatch, capsys):
     assert main(["train", env, "--run-dir", "run", "--resume", "--max-agents", "6",
                  "--max-steps", "900", "--no-progress"]) == 2
     assert "max_agents 4 -> 6" in capsys.readouterr().err
+
+
+def test_a_damaged_latest_checkpoint_names_the_ones_to_resume_from(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", "groupenvs/Goal-v0", "--config", "goal", "--run-dir", str(run),
+                 "--max-steps", "1500", *FAST]) == 0
+    folder = run / "checkpoints"
+    kept = sorted(p.name for p in folder.glob("step-*.pt"))
+    assert kept
+    (folder / "latest.pt").write_bytes((folder / "latest.pt").read_bytes()[:100])
+    capsys.readouterr()
+    resume = ["train", "groupenvs/Goal-v0", "--run-dir", str(run), "--resume", "--max-steps",
+              "2500", "--no-progress"]
+    assert main(resume) == 2
+    assert f"the run also keeps {kept}: copy one over latest.pt" in capsys.readouterr().err
+    (folder / "latest.pt").write_bytes((folder / kept[0]).read_bytes())
+    assert main(resume) == 0 and saved_steps(run) >= 2500
