@@ -123,7 +123,8 @@ def check_fits(path: Path, state: dict, spec: GroupSpec) -> None:
     actions."""
     if _interface(state["spec"]) != _interface(spec_dict(spec)):
         raise CheckpointError(
-            f"{path} was trained on a different environment: its observations and actions are "
+            f"{path} was trained on a different environment ({state['env_id']!r} with "
+            f"env_kwargs {state['env_kwargs']}): its observations and actions are "
             f"{_interface(state['spec'])}, this environment's are {_interface(spec_dict(spec))}")
 
 

@@ -85,7 +85,8 @@ def test_bad_checkpoints_fail_clearly(tmp_path):
                       progress=False)
     trainer.run()
     other = make_env("Goal-v0", 2, {"action_sizes": (1, 0)})
-    with pytest.raises(checkpoint.CheckpointError, match="different environment"):
+    with pytest.raises(checkpoint.CheckpointError,  # names what it was trained on
+                       match=r"different environment \(.* with env_kwargs \{\}\): its"):
         load_actor(tmp_path / "checkpoints" / "latest.pt", other)
     wider = Trainer(make_env("Goal-v0", 2), small_config(**{"network_settings.hidden_units": 8}),
                     progress=False)
