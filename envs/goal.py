@@ -202,9 +202,9 @@ class GoalGroup(GroupEnv):
             raise ValueError('reward_mode="group" needs num_vector=1: the vector carries the '
                              "group scoreboard that shows what agents who left achieved")
         if (not isinstance(visual_size, (tuple, list)) or len(visual_size) != 3
-                or visual_size[2] not in (1, 3) or min(visual_size[:2]) < 4
                 or any(isinstance(v, bool) or not isinstance(v, (int, np.integer))
-                       for v in visual_size)):
+                       for v in visual_size)  # before comparing: ("a", 20, 3) too
+                or visual_size[2] not in (1, 3) or min(visual_size[:2]) < 4):
             raise ValueError("visual_size must be (height, width, channels) with height and "
                              f"width >= 4 and 1 or 3 channels, got {visual_size!r}")
         self.visual_size = tuple(int(v) for v in visual_size)

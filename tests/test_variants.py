@@ -111,8 +111,9 @@ def test_variant_arguments_are_checked():
         envs.make_group("Goal-v0", num_vector=0, reward_mode="mlagents")
     with pytest.raises(ValueError, match="num_visual must be in"):
         envs.make_group("GoalVisual-v0", num_visual=3)
-    with pytest.raises(ValueError, match="visual_size"):
-        envs.make_group("GoalVisual-v0", visual_size=(20, 20, 2))
+    for size in ((20, 20, 2), ("a", 20, 3), (20.0, 20, 3), (3, 20, 3)):
+        with pytest.raises(ValueError, match="visual_size must be"):
+            envs.make_group("GoalVisual-v0", visual_size=size)
 
 
 def test_rgb_array_frames_follow_the_state():
