@@ -71,9 +71,9 @@ class Hyperparameters:
     learning_rate: float = 3e-4
     learning_rate_schedule: str = "linear"
     beta: float = 5e-3  # entropy bonus
-    beta_schedule: str = "linear"
+    beta_schedule: str | None = None  # None: as learning_rate_schedule (ML-Agents' default)
     epsilon: float = 0.2  # trust region for the policy, value and baseline
-    epsilon_schedule: str = "linear"
+    epsilon_schedule: str | None = None  # None: as learning_rate_schedule
     lambd: float = 0.95
     num_epoch: int = 3
 
@@ -139,14 +139,6 @@ class POCAConfig:
     def from_dict(cls, data: dict) -> POCAConfig:
         if not isinstance(data, dict):
             raise ValueError(f"config must be a mapping of settings, got {type(data).__name__}")
-        data = dict(data)
-        hp = data.get("hyperparameters") or {}
-        if not isinstance(hp, dict):
-            raise ValueError(f"hyperparameters must be a mapping, got {hp!r}")
-        # ML-Agents: beta and epsilon schedules follow learning_rate_schedule unless given.
-        for key in ("beta_schedule", "epsilon_schedule"):
-            if "learning_rate_schedule" in hp and key not in hp:
-                data["hyperparameters"] = hp = {**hp, key: hp["learning_rate_schedule"]}
         config = _build(cls, data, "")
         config.validate()
         return config
@@ -278,7 +270,8 @@ class POCAConfig:
         if self.keep_checkpoints < 1:
             raise ValueError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
         for name in ("learning_rate_schedule", "beta_schedule", "epsilon_schedule"):
-            if getattr(hp, name) not in SCHEDULES:
+            if getattr(hp, name) not in SCHEDULES and not (
+                    name != "learning_rate_schedule" and getattr(hp, name) is None):
                 raise ValueError(f"hyperparameters.{name} must be one of {list(SCHEDULES)}, "
                                  f"got {getattr(hp, name)!r}")
         if self.critic not in CRITICS:

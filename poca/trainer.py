@@ -411,7 +411,8 @@ class Trainer:
 
     def schedules(self) -> tuple[float, float, float]:
         """(learning rate, epsilon, beta) at the current agent-step count: each constant or
-        decaying linearly to its floor at `max_steps`, as ML-Agents schedules them."""
+        decaying linearly to its floor at `max_steps`, as ML-Agents schedules them (epsilon's
+        and beta's schedule, when not given, is the learning rate's)."""
         hp = self.config.hyperparameters
 
         def scheduled(kind: str, initial: float, floor: float) -> float:
@@ -420,8 +421,8 @@ class Trainer:
             return linear_decay(initial, floor, self.agent_steps, self.config.max_steps)
 
         return (scheduled(hp.learning_rate_schedule, hp.learning_rate, 1e-10),
-                scheduled(hp.epsilon_schedule, hp.epsilon, 0.1),
-                scheduled(hp.beta_schedule, hp.beta, 1e-5))
+                scheduled(hp.epsilon_schedule or hp.learning_rate_schedule, hp.epsilon, 0.1),
+                scheduled(hp.beta_schedule or hp.learning_rate_schedule, hp.beta, 1e-5))
 
     def _diverged_message(self, what: str) -> str:
         last = self.last_checkpoint or "none written yet"

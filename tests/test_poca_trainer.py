@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+import yaml
 
 from envs.goal import MLAGENTS_PARITY as PARITY
 from poca import checkpoint
@@ -127,6 +128,30 @@ def test_interrupt_saves_a_checkpoint_and_returns(tmp_path):
     assert checkpoint.load(tmp_path / "checkpoints" / "latest.pt")["updates"] == 2
 
 
+@pytest.mark.parametrize("hyperparameters, constant", [
+    ({}, False),
+    ({"learning_rate_schedule": "constant"}, True),
+    ({"learning_rate_schedule": "constant", "beta_schedule": "linear"}, True),
+])
+def test_beta_and_epsilon_follow_the_learning_rate_schedule_however_it_is_set(
+        tmp_path, hyperparameters, constant):
+    """ML-Agents: beta's and epsilon's schedules are the learning rate's unless given. The same
+    settings in a YAML file and as --set on the defaults must schedule the same way."""
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"hyperparameters": hyperparameters}))
+    from_yaml = POCAConfig.load(path)
+    from_set = POCAConfig().override({f"hyperparameters.{k}": v
+                                      for k, v in hyperparameters.items()})
+    assert from_yaml == from_set
+    trainer = Trainer(make_env("Goal-v0", 2), from_set.override({"max_steps": 1000}),
+                      progress=False)
+    trainer.agent_steps = 500
+    lr, epsilon, beta = trainer.schedules()
+    hp = from_set.hyperparameters
+    assert (lr == hp.learning_rate and epsilon == hp.epsilon) is constant
+    assert (beta == hp.beta) is (constant and "beta_schedule" not in hyperparameters)
+
+
 def test_config_from_mlagents_yaml(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("behaviors:\n  Goal:\n    trainer_type: poca\n    hyperparameters:\n"
@@ -136,7 +161,7 @@ def test_config_from_mlagents_yaml(tmp_path):
     config = POCAConfig.load(path)
     hp = config.hyperparameters
     assert hp.learning_rate == 1e-3 and config.max_steps == 50_000
-    assert hp.beta_schedule == hp.epsilon_schedule == "constant"  # ML-Agents copies the lr's
+    assert hp.beta_schedule is hp.epsilon_schedule is None  # as the lr's (ML-Agents)
     assert config.network_settings.memory.memory_size == 16
     defaults = POCAConfig().hyperparameters  # ML-Agents' defaults, except the rollout sizes
     assert defaults.learning_rate == 3e-4 and defaults.num_epoch == 3
