@@ -121,6 +121,9 @@ def measure(case: ThirdPartyCase, method: str, seed: int) -> dict:
         trainer = Trainer(env, config, env_id=case.env_id, env_kwargs=case.env_kwargs,
                           progress=False)
         result = trainer.run()
+        if result.interrupted:  # Ctrl-C stops the group; a cut-short run is not judged
+            raise KeyboardInterrupt(f"{case.id} {method} seed {seed} interrupted at "
+                                    f"{result.agent_steps:,} agent-steps")
         actor, agent_steps = trainer.actor, result.agent_steps
         training_return = result.mean_team_return()
         env.close()

@@ -46,3 +46,16 @@ def test_ctrl_c_stops_a_benchmark_run_instead_of_judging_it(monkeypatch):
     monkeypatch.setattr(Trainer, "collect", interrupted)
     with pytest.raises(KeyboardInterrupt, match="interrupted at 0 agent-steps"):
         run_case(CASES[0], 0)
+
+
+def test_ctrl_c_stops_a_third_party_measurement_instead_of_judging_it(monkeypatch):
+    pytest.importorskip("mpe2")
+    from benchmarks.third_party import CASES, measure
+    from poca.trainer import Trainer
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Trainer, "collect", interrupted)
+    with pytest.raises(KeyboardInterrupt, match="attention seed 0 interrupted at 0 agent-steps"):
+        measure(CASES[0], "attention", 0)
