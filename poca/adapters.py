@@ -375,6 +375,11 @@ class ParallelEnvGroup(GroupEnv):
                     self._read_reward(e, i, name, rew, info, f"{where}: agent {name!r}:",
                                       reward, group_reward)
                 self.alive[e, i] = True
+            for name in rew.keys() - acting.keys() - set(listed):  # left earlier, or never in
+                if _number(rew[name], f"{where}: agent {name!r}: reward"):
+                    raise ValueError(f"{where}: agent {name!r} is not in the episode (it did not "
+                                     f"act and is not in agents) but has reward {rew[name]}: it "
+                                     "would be lost; pay it to an agent that is in the episode")
         return reward, group_reward, terminated, truncated
 
     def _observe(self, rows=slice(None)):

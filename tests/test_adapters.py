@@ -452,3 +452,30 @@ def test_goal_through_the_adapter_learns_like_the_native_path():
     config = POCAConfig.load("goal")
     adapted = train(lambda: GroupParallelEnv(num_agents=2), config)
     assert adapted.mean_return() >= 0.9
+
+
+class PaysTheGone(Leaving):
+    """Keeps reporting a reward for agents that left: 0 (nothing lost) or 5 (lost)."""
+
+    payment = 5.0
+
+    def step(self, actions):
+        obs, rew, term, trunc, infos = super().step(actions)
+        return obs, {**{a: self.payment for a in self.possible_agents}, **rew}, term, trunc, \
+            infos
+
+
+def test_a_reward_for_an_agent_not_in_the_episode_is_an_error_not_dropped():
+    class ReportsZero(PaysTheGone):
+        payment = 0.0
+
+    env = ParallelEnvGroup(ReportsZero, num_envs=1)
+    env.reset(seed=0)
+    assert [env.step(act(env)).group_done[0] for _ in range(4)] == [False] * 3 + [True]
+    env = ParallelEnvGroup(PaysTheGone, num_envs=1)
+    env.reset(seed=0)
+    env.step(act(env))
+    env.step(act(env))  # a_0 leaves here
+    with pytest.raises(ValueError, match=r"env copy 0, episode step 3: agent 'a_0' is not in "
+                                         r"the episode .* but has reward 5.0: it would be lost"):
+        env.step(act(env))
