@@ -20,9 +20,10 @@ from gymnasium import spaces
 from envs.core import GroupEnv, GroupSpec, ObsSpec, check_int, env_keys, hash_bits
 
 SUPPORTED = ("Box (any shape; uint8 (H, W, C) is an image, other shapes are flattened to a "
-             "vector), "
-             "Discrete (one-hot), or a Dict of those for observations (an 'action_mask' entry "
-             "is the action mask); Box, Discrete or MultiDiscrete for actions")
+             "vector), Discrete (one-hot), or a Dict of those (an 'action_mask' entry is the "
+             "action mask)")
+SUPPORTED_ACTIONS = ("Box with finite bounds (any shape), Discrete, or MultiDiscrete with a 1-D "
+                     "nvec; for Dict, Tuple or MultiBinary actions, flatten them in a wrapper")
 NEVER = 2**31 - 1
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -190,7 +191,8 @@ class ParallelEnvGroup(GroupEnv):
             return 0, (int(space.n),)
         if isinstance(space, spaces.MultiDiscrete) and space.nvec.ndim == 1:
             return 0, tuple(int(n) for n in space.nvec)
-        raise TypeError(f"{where}: unsupported action space {space}; supported: {SUPPORTED}")
+        raise TypeError(f"{where}: unsupported action space {space}; supported: "
+                        f"{SUPPORTED_ACTIONS}")
 
     def _to_env_action(self, cont, disc):
         space = self.act_space
@@ -206,15 +208,17 @@ class ParallelEnvGroup(GroupEnv):
         return (disc + space.start).astype(space.dtype)  # MultiDiscrete, with its offsets
 
     # -- per-agent bookkeeping --
-    def _slot_of(self, e: int, name: str) -> int:
+    def _slot_of(self, e: int, name: str, where: str) -> int:
         slots = self.slots[e]
         if name not in slots:
             if self.fixed_slots:
-                raise ValueError(f"agent {name!r} is not in possible_agents; pass max_agents "
-                                 "for environments that add agents under new names")
+                raise ValueError(f"{where}: agent {name!r} is not in possible_agents; for "
+                                 "environments that add agents under new names give the most "
+                                 "agents one episode can hold (--max-agents N, or max_agents)")
             if len(slots) >= self.max_agents:
-                raise ValueError(f"more than max_agents={self.max_agents} agents appeared in "
-                                 f"one episode (new: {name!r})")
+                raise ValueError(f"{where}: agent {name!r} is agent {len(slots) + 1} of this "
+                                 f"episode, more than max_agents={self.max_agents} (raise "
+                                 "--max-agents)")
             space_ok = (self.copies[e].observation_space(name) == self.obs_space
                         and self.copies[e].action_space(name) == self.act_space)
             if not space_ok:
@@ -223,7 +227,7 @@ class ParallelEnvGroup(GroupEnv):
         return slots[name]
 
     def _write(self, e: int, name: str, obs, info, where: str) -> None:
-        i = self._slot_of(e, name)
+        i = self._slot_of(e, name, where)
         where = f"{where}: agent {name!r}: observation"
         if isinstance(self.obs_space, spaces.Dict):
             if not isinstance(obs, dict):
@@ -292,7 +296,7 @@ class ParallelEnvGroup(GroupEnv):
                 info = _info(infos, name, where)
                 self.pays_group_reward |= "group_reward" in info and "individual_reward" in info
                 self._write(e, name, obs[name], info, where)
-                self.alive[e, self._slot_of(e, name)] = True
+                self.alive[e, self._slot_of(e, name, where)] = True
 
     def _read_reward(self, e, i, name, rew, info, field, reward, group_reward) -> bool:
         """Agent `name`'s reward into reward[e, i], checked; False if it reports none.
@@ -364,7 +368,7 @@ class ParallelEnvGroup(GroupEnv):
                 raise ValueError(f"{where}: agent {stuck[0]!r} was reported terminated or "
                                  f"truncated but is still in agents while {going[0]!r} goes on")
             for name in going:  # still acting, or newly arrived
-                i = self._slot_of(e, name)
+                i = self._slot_of(e, name, where)
                 if name not in acting:
                     if name not in obs:
                         raise ValueError(f"{where}: agent {name!r} joined agents without an "
@@ -406,7 +410,11 @@ class ParallelEnvGroup(GroupEnv):
                 f"{type(copy).__name__} was made with render_mode="
                 f"{getattr(copy, 'render_mode', None)!r}; rendering it needs its factory to take "
                 "render_mode and be made with render_mode='rgb_array'")
-        image = np.asarray(copy.render())
+        image = copy.render()
+        if image is None:
+            raise ValueError(f"{type(copy).__name__}.render() returned None; expected an "
+                             "(H, W, 3) uint8 frame")
+        image = np.asarray(image)
         if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
             raise ValueError(f"{type(copy).__name__}.render() returned {image.dtype} "
                              f"{image.shape}; expected an (H, W, 3) uint8 frame")

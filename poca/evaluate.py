@@ -69,23 +69,32 @@ def play(actor: Actor, env: GroupEnv, episodes: int, seed: int = 0, render: str 
     frames, returns = [], []
     acting = Acting(actor, 1, env.spec.num_agents, torch.device("cpu"),
                     torch.Generator().manual_seed(seed))
+    def record_frame(view, episode: int, t: int) -> None:
+        if view.mode != "rgb_array":
+            return
+        frames.append(view.render())
+        if frames[-1].shape != frames[0].shape:  # now, not as a garbled file after playing
+            (h, w), (h0, w0) = frames[-1].shape[:2], frames[0].shape[:2]
+            raise ValueError(f"episode {episode}, step {t}: the frame is {w}x{h}, the first "
+                             f"was {w0}x{h0}; a recording needs frames of one size")
+
     for episode in range(episodes):
         step = env.reset(seed=seed + episode)
         acting.reset()
         for view in views:
             view.start()
+            record_frame(view, episode, 0)
         group = team = 0.0
-        done = False
+        done, t = False, 0
         while not done:
             after = env.step(acting.act(step).actions)
             acting.observe(step, after)
             group += float(after.group_reward[0])
             team += float(after.group_reward[0] + after.reward[0].sum())
-            done = bool(after.group_done[0])
+            done, t = bool(after.group_done[0]), t + 1
             for view in views:
                 view.step(after)
-                if view.mode == "rgb_array":
-                    frames.append(view.render())
+                record_frame(view, episode, t)
             step = after
         returns.append((group, team))
     for view in views:

@@ -140,12 +140,15 @@ def test_new_agent_names_up_to_max_agents():
     step = env.step(act(env))
     assert step.group_done[0] and step.group_truncated[0]
     assert step.truncated[0].all() and not step.terminated.any()
-    with pytest.raises(ValueError, match="max_agents"):
+    with pytest.raises(ValueError, match=r"env copy 0, episode step 2: agent 'b_2' is agent 3 "
+                                         r"of this episode, more than max_agents=2 \(raise "
+                                         r"--max-agents\)"):
         small = ParallelEnvGroup(Spawning, num_envs=1, max_agents=2)
         small.reset(seed=0)
         small.step(act(small))
         small.step(act(small))
-    with pytest.raises(ValueError, match="not in possible_agents; pass max_agents"):
+    with pytest.raises(ValueError, match=r"env copy 0, episode step 1: agent 'b_1' is not in "
+                                         r"possible_agents; .* \(--max-agents N, or max_agents\)"):
         fixed = ParallelEnvGroup(Spawning, num_envs=1)
         fixed.reset(seed=0)
         fixed.step(act(fixed))
@@ -404,6 +407,29 @@ def test_unsupported_spaces_say_what_is_supported():
 
     with pytest.raises(TypeError, match="supported: Box"):
         ParallelEnvGroup(Texty)
+    for space in (spaces.MultiBinary(3), spaces.MultiDiscrete([[2, 2], [2, 2]]),
+                  spaces.Tuple([spaces.Discrete(2)] * 2)):
+        class Acting(Leaving):
+            def action_space(self, agent, space=space):
+                return space
+
+        with pytest.raises(TypeError) as info:  # the action rules only, and the way out
+            ParallelEnvGroup(Acting)
+        assert "MultiDiscrete with a 1-D nvec; for Dict, Tuple or MultiBinary actions, " \
+               "flatten them" in str(info.value) and "one-hot" not in str(info.value)
+
+
+def test_render_returning_none_says_so():
+    class Blind(Leaving):
+        render_mode = "rgb_array"
+
+        def render(self):
+            return None
+
+    env = ParallelEnvGroup(Blind, num_envs=1)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"Blind.render\(\) returned None; expected an "):
+        env.frame(0, 0.0)
 
 
 def test_copies_are_seeded_independently_and_reproducibly():

@@ -51,11 +51,18 @@ class Scored(ParallelEnv):
         return frame
 
 
+class Growing(Scored):
+    """Scored whose frames grow wider each step (a recording cannot hold that)."""
+
+    def render(self):
+        return np.zeros((30, 45 + self.t, 3), np.uint8)
+
+
 @pytest.fixture(scope="module")
 def third_party(tmp_path_factory):
     """A trained checkpoint of a PettingZoo env importable as `scored_pz:Scored`."""
     module = types.ModuleType("scored_pz")
-    module.Scored = Scored
+    module.Scored, module.Growing = Scored, Growing
     sys.modules["scored_pz"] = module
     run = tmp_path_factory.mktemp("scored")
     yield run
@@ -112,7 +119,11 @@ def test_play_module_factory_records_gif_and_checks_the_format_first(third_party
     out = capsys.readouterr().out
     assert "episode 1: team return" in out
     with Image.open(gif) as image:
-        assert image.n_frames == 10 and image.size == (45, 30)  # copy 0's own frames
+        assert image.n_frames == 12 and image.size == (45, 30)  # copy 0's own frames:
+        image.seek(0)  # each episode's from its reset (t = 0: all black) to its last step
+        assert not np.asarray(image.convert("RGB")).any()
+        image.seek(1)
+        assert np.asarray(image.convert("RGB")).any()
     before = Scored.steps_taken
     assert main(["play", "scored_pz:Scored", "--checkpoint", checkpoint,
                  "--record", str(tmp_path / "scored.avi")]) == 2
@@ -127,6 +138,12 @@ def test_play_module_factory_records_gif_and_checks_the_format_first(third_party
                  "--record", str(tmp_path / "a_folder.gif")]) == 2
     assert "exists and is not a file that can be overwritten" in capsys.readouterr().err
     assert Scored.steps_taken == before
+    assert main(["play", "scored_pz:Growing", "--checkpoint", checkpoint,
+                 "--record", str(tmp_path / "growing.gif")]) == 2
+    assert "episode 0, step 1: the frame is 46x30, the first was 45x30; a recording needs " \
+           "frames of one size" in capsys.readouterr().err
+    assert not (tmp_path / "growing.gif").exists()
+    before = Scored.steps_taken
     # conftest runs pygame with SDL_VIDEODRIVER=dummy: no window can be shown, and play says so
     assert main(["play", "scored_pz:Scored", "--checkpoint", checkpoint,
                  "--render", "human"]) == 2
@@ -144,7 +161,7 @@ def test_play_records_mp4_with_imageio(third_party, tmp_path, capsys):
                  "--record", str(mp4)]) == 0
     assert mp4.read_bytes()[4:8] == b"ftyp"  # an MP4 container
     # (imageio's ffmpeg reader leaks file handles, so count frames with ffmpeg itself)
-    assert imageio_ffmpeg.count_frames_and_secs(str(mp4)) == (5, 0.5)  # 5 steps at 10 fps
+    assert imageio_ffmpeg.count_frames_and_secs(str(mp4)) == (6, 0.6)  # reset + 5 steps, 10 fps
 
 
 def test_a_run_shorter_than_an_episode_says_so_rather_than_nan(tmp_path, capsys):
