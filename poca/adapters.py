@@ -448,6 +448,21 @@ def _info(infos: dict, name: str, where: str) -> dict:
     return info
 
 
+def env_name(env_id) -> str:
+    """What a run records as its environment: an ID as given; a callable as `module:qualname`
+    (the `module:factory` ID that makes the same env, where the factory is top-level), a
+    `functools.partial` with its arguments. The same in every process (a repr holds a memory
+    address), so a run trained through the Python API can be resumed from another process."""
+    if isinstance(env_id, str):
+        return env_id
+    if isinstance(env_id, partial):
+        arguments = [repr(a) for a in env_id.args] + [f"{k}={v!r}" for k, v in
+                                                     env_id.keywords.items()]
+        return f"partial({', '.join([env_name(env_id.func), *arguments])})"
+    named = env_id if hasattr(env_id, "__qualname__") else type(env_id)  # or an instance
+    return f"{getattr(named, '__module__', None) or '?'}:{named.__qualname__}"
+
+
 def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
              max_agents: int | None = None, render_mode: str | None = None,
              workers: int = 0) -> GroupEnv:
@@ -458,8 +473,8 @@ def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
     env_kwargs = dict(env_kwargs or {})
     workers = check_int("num_env_workers", workers, 0)
     if callable(env_id):
-        return _from_factory(env_id, num_envs, env_kwargs, max_agents, repr(env_id), render_mode,
-                             workers)
+        return _from_factory(env_id, num_envs, env_kwargs, max_agents, env_name(env_id),
+                             render_mode, workers)
     if ":" in env_id:
         module_name, _, attr = env_id.partition(":")
         try:  # imports the module: it runs its code (documented in the CLI's help and README)

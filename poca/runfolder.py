@@ -160,8 +160,10 @@ class Interrupts:
             raise KeyboardInterrupt(signal.Signals(self.pending).name)
 
 
-def same_env_id(a: str, b: str) -> bool:
-    return a.removeprefix("groupenvs/") == b.removeprefix("groupenvs/")
+def same_env_id(new: str, saved: str) -> bool:
+    """Runs saved before callables were recorded as module:qualname hold the bare qualname."""
+    return new.removeprefix("groupenvs/") == saved.removeprefix("groupenvs/") or (
+        ":" in new and ":" not in saved and new.partition(":")[2] == saved)
 
 
 def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwargs: dict | None,

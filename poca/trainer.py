@@ -533,9 +533,9 @@ def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = No
     config, env arguments and `max_agents`; `config`/`env_kwargs`/`max_agents` may only change
     `max_steps` and `threads` unless `force`.
     """
-    from poca.adapters import make_env
+    from poca.adapters import env_name, make_env
 
-    name = env_id if isinstance(env_id, str) else getattr(env_id, "__qualname__", repr(env_id))
+    name = env_name(env_id)
     state, latest = None, None
     if resume is not False:
         if run_dir is None:

@@ -303,3 +303,38 @@ def test_a_damaged_latest_checkpoint_names_the_ones_to_resume_from(tmp_path, cap
     assert f"the run also keeps {kept}: copy one over latest.pt" in capsys.readouterr().err
     (folder / "latest.pt").write_bytes((folder / kept[0]).read_bytes())
     assert main(resume) == 0 and saved_steps(run) >= 2500
+
+
+def test_a_run_trained_on_a_partial_resumes_in_another_process(tmp_path, monkeypatch):
+    """A callable is recorded as module:qualname (a partial with its arguments), not its repr
+    with a memory address that differs in every process."""
+    import functools
+
+    (tmp_path / "factories.py").write_text(
+        "from envs.pettingzoo import GroupParallelEnv\n\n\n"
+        "def goal(num_agents=2):\n    return GroupParallelEnv('Goal-v0', num_agents=num_agents)\n")
+    run = tmp_path / "run"
+    script = ("import functools, sys; import factories; from poca.trainer import train; "
+              "from tests.test_run_safety import small_config; "
+              "train(functools.partial(factories.goal, num_agents=3), small_config(), "
+              f"run_dir={str(run)!r})")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    saved = checkpoint.load(run / "checkpoints" / "latest.pt")
+    assert saved["env_id"] == "partial(factories:goal, num_agents=3)"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import factories
+
+    result = train(functools.partial(factories.goal, num_agents=3),
+                   small_config(max_steps=900), run_dir=run, resume=True)
+    assert result.agent_steps >= 900 > saved["agent_steps"]
+    with pytest.raises(ValueError, match=r"partial\(factories:goal, num_agents=3\)' -> "
+                                         r"'partial\(factories:goal, num_agents=2\)'"):
+        train(functools.partial(factories.goal, num_agents=2), small_config(max_steps=1200),
+              run_dir=run, resume=True)
+    # runs saved before this recorded a callable by its bare qualname; they still resume
+    assert runfolder.same_env_id("factories:goal", "goal")
+    assert not runfolder.same_env_id("factories:goal", "other")
+    assert not runfolder.same_env_id("Goal-v0", "goal")
