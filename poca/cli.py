@@ -217,7 +217,7 @@ def _eval(args) -> int:
     from envs.core import check_int
     from poca import checkpoint
     from poca.adapters import make_env
-    from poca.evaluate import evaluate, load_actor
+    from poca.evaluate import episode_returns, load_actor
 
     check_int("--episodes", args.episodes, 1)
     check_int("--seed", args.seed, 0, 2**32 - 1)
@@ -225,8 +225,7 @@ def _eval(args) -> int:
     env_kwargs = state["env_kwargs"] if args.env_kwargs is None else args.env_kwargs
     env = make_env(args.env_id, args.episodes, env_kwargs, _max_agents(args, state))
     actor = load_actor(args.checkpoint, env, state)
-    group = evaluate(actor, env, args.seed, args.deterministic)
-    team = evaluate(actor, env, args.seed, args.deterministic, team=True)
+    group, team = episode_returns(actor, env, args.seed, args.deterministic)
     # the headline (mean, std, min, max) is the group return where the env pays one, else the
     # team return; both are reported as group_* and team_*
     name, other = _scores(env.pays_group_reward)

@@ -34,19 +34,25 @@ def evaluate(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = F
              team: bool = False) -> np.ndarray:
     """Group return (with `team`: group + individual rewards) of the first episode of each of
     `env.num_envs` groups (one episode each, so short episodes are not over-counted)."""
+    return episode_returns(actor, env, seed, deterministic)[int(team)]
+
+
+def episode_returns(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """(group returns, team returns) of the same episodes, as `evaluate`, in one pass."""
     acting = Acting(actor, 1, env.spec.num_agents, torch.device("cpu"),
                     torch.Generator().manual_seed(seed))
     step = env.reset(seed=seed)
-    returns = np.zeros(env.num_envs)
+    group, team = np.zeros(env.num_envs), np.zeros(env.num_envs)
     running = np.ones(env.num_envs, dtype=bool)
     while running.any():
         after = env.step(acting.act(step, deterministic).actions)
         acting.observe(step, after)
-        reward = after.group_reward + (after.reward.sum(axis=1) if team else 0.0)
-        returns += np.where(running, reward, 0.0)
+        group += np.where(running, after.group_reward, 0.0)
+        team += np.where(running, after.group_reward + after.reward.sum(axis=1), 0.0)
         running &= ~after.group_done
         step = after
-    return returns
+    return group, team
 
 
 def play(actor: Actor, env: GroupEnv, episodes: int, seed: int = 0, render: str | None = None,

@@ -80,8 +80,10 @@ def test_third_party_train_and_eval_lead_with_the_team_return(third_party, capsy
     team = float(line.split("team return (sum of all rewards) ")[1].split(";")[0])
     assert 0 <= team <= 10 and line.endswith("mean group return +0.000")
     checkpoint = str(third_party / "checkpoints" / "latest.pt")
+    before = Scored.steps_taken
     assert main(["eval", "scored_pz:Scored", "--checkpoint", checkpoint, "--episodes", "8",
                  "--json"]) == 0
+    assert Scored.steps_taken - before == 8 * 5  # both returns from one pass of 8 episodes
     result = json.loads(capsys.readouterr().out)
     assert result["score"] == "team return" and result["group_mean"] == 0.0
     assert result["mean"] == result["team_mean"] > 0  # random-ish policies still score
