@@ -505,3 +505,17 @@ def test_a_reward_for_an_agent_not_in_the_episode_is_an_error_not_dropped():
     with pytest.raises(ValueError, match=r"env copy 0, episode step 3: agent 'a_0' is not in "
                                          r"the episode .* but has reward 5.0: it would be lost"):
         env.step(act(env))
+
+
+def test_an_env_whose_reset_ignores_the_seed_is_warned_about():
+    class Unseeded(Leaving):
+        def reset(self, seed=None, options=None):
+            obs, infos = super().reset(seed, options)
+            noise = np.random.default_rng()  # not from `seed`: every episode differs
+            return {a: o + noise.uniform(0, 0.1, 2).astype(np.float32) for a, o in
+                    obs.items()}, infos
+
+    with pytest.warns(RuntimeWarning, match=r"Unseeded.*reset\(seed=12345\) twice gave "
+                                            r"different observations"):
+        make_env(Unseeded, 2)
+    make_env(Leaving, 2)  # seeded (here: no randomness at all): no warning (pytest: an error)
