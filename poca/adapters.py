@@ -466,16 +466,20 @@ def env_name(env_id) -> str:
 
 def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
              max_agents: int | None = None, render_mode: str | None = None,
-             workers: int = 0) -> GroupEnv:
+             workers: int = 0, max_episode_steps: int | None = None) -> GroupEnv:
     """A `GroupEnv` from an ID, a `module:attr` path, or a callable (GroupEnv or ParallelEnv).
 
     `render_mode` is passed to ParallelEnv factories (our own tasks draw through `frame`).
-    `workers` > 0 steps a ParallelEnv's copies in that many processes (`poca.workers`)."""
+    `workers` > 0 steps a ParallelEnv's copies in that many processes (`poca.workers`).
+    `max_episode_steps` truncates a ParallelEnv's episodes after that many steps (for envs with
+    no time limit of their own: evaluating on them would never end); a GroupEnv has its own."""
     env_kwargs = dict(env_kwargs or {})
     workers = check_int("num_env_workers", workers, 0)
+    limit = (workers, None if max_episode_steps is None else check_int(
+        "max_episode_steps", max_episode_steps, 1))
     if callable(env_id):
         return _from_factory(env_id, num_envs, env_kwargs, max_agents, env_name(env_id),
-                             render_mode, workers)
+                             render_mode, *limit)
     if ":" in env_id:
         module_name, _, attr = env_id.partition(":")
         try:  # imports the module: it runs its code (documented in the CLI's help and README)
@@ -493,33 +497,33 @@ def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
                              f"{what} {attr!r}; give module:factory, a function or class that "
                              "returns a PettingZoo ParallelEnv or a GroupEnv")
         return _from_factory(factory, num_envs, env_kwargs, max_agents, env_id, render_mode,
-                             workers)
+                             *limit)
     import envs
 
-    _no_max_agents(max_agents, env_id)
-    _no_workers(workers, env_id)
+    _only_for_parallel_envs(env_id, max_agents, *limit)
     try:
         return envs.make_group(env_id, num_envs=num_envs, **env_kwargs)
     except KeyError as err:
         raise ValueError(f"{err.args[0]}; or give a 'module:factory' path") from None
 
 
-def _no_max_agents(max_agents, name) -> None:
+def _only_for_parallel_envs(name, max_agents, workers, max_episode_steps) -> None:
     if max_agents is not None:
         raise ValueError(f"max_agents (--max-agents) applies only to PettingZoo ParallelEnvs; "
                          f"{name} is a GroupEnv with its own agent slots")
-
-
-def _no_workers(workers, name) -> None:
     if workers:
         raise ValueError(f"num_env_workers (--env-workers) applies only to PettingZoo "
                          f"ParallelEnvs; {name} is a GroupEnv stepping all its envs in one batch "
                          "(its PettingZoo view, e.g. envs.pettingzoo:GroupParallelEnv, can use "
                          "workers)")
+    if max_episode_steps is not None:
+        raise ValueError(f"max_episode_steps (--max-episode-steps) applies only to PettingZoo "
+                         f"ParallelEnvs; {name} is a GroupEnv with its own time limit (groupenvs "
+                         "tasks: the env argument max_steps)")
 
 
 def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=None,
-                  workers=0) -> GroupEnv:
+                  workers=0, max_episode_steps=None) -> GroupEnv:
     from pettingzoo import ParallelEnv
 
     try:
@@ -527,8 +531,7 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
     except (TypeError, ValueError):  # not inspectable (some builtins): trusted to take both
         params = None
     if params is not None and "num_envs" in params:
-        _no_max_agents(max_agents, name)
-        _no_workers(workers, name)
+        _only_for_parallel_envs(name, max_agents, workers, max_episode_steps)
         env = factory(num_envs=num_envs, **env_kwargs)
         if isinstance(env, GroupEnv):
             return checked(env)
@@ -549,8 +552,10 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
     if workers:
         from poca.workers import WorkerEnvGroup
 
-        return WorkerEnvGroup(partial(factory, **env_kwargs), num_envs, workers, max_agents)
-    return ParallelEnvGroup(lambda: factory(**env_kwargs), num_envs, max_agents)
+        return WorkerEnvGroup(partial(factory, **env_kwargs), num_envs, workers, max_agents,
+                              max_episode_steps)
+    return ParallelEnvGroup(lambda: factory(**env_kwargs), num_envs, max_agents,
+                            max_episode_steps)
 
 
 def _warn_unless_seeded(env, name: str) -> None:

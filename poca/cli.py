@@ -104,6 +104,9 @@ def _checkpoint_parser(sub, name: str, summary: str, episodes: int, seed: int):
                         help="default: those it was trained with")
     parser.add_argument("--seed", type=int, default=seed)
     parser.add_argument("--max-agents", type=int, help="default: as it was trained with")
+    parser.add_argument("--max-episode-steps", type=int, help="truncate each episode after N "
+                        "steps: for PettingZoo envs with no time limit of their own, whose "
+                        "episodes would otherwise never end")
     return parser
 
 
@@ -120,7 +123,8 @@ def _play(args) -> int:
     state = checkpoint.load(args.checkpoint)
     # module:factory envs are made with render_mode="rgb_array"; copy 0 is shown
     env = make_env(args.env_id, 1, state["env_kwargs"] if args.env_kwargs is None
-                   else args.env_kwargs, _max_agents(args, state), render_mode="rgb_array")
+                   else args.env_kwargs, _max_agents(args, state), render_mode="rgb_array",
+                   max_episode_steps=args.max_episode_steps)
     returns = play(load_actor(args.checkpoint, env, state), env, args.episodes, args.seed,
                    args.render, args.record)
     name, _ = _scores(env.pays_group_reward)
@@ -223,7 +227,8 @@ def _eval(args) -> int:
     check_int("--seed", args.seed, 0, 2**32 - 1)
     state = checkpoint.load(args.checkpoint)
     env_kwargs = state["env_kwargs"] if args.env_kwargs is None else args.env_kwargs
-    env = make_env(args.env_id, args.episodes, env_kwargs, _max_agents(args, state))
+    env = make_env(args.env_id, args.episodes, env_kwargs, _max_agents(args, state),
+                   max_episode_steps=args.max_episode_steps)
     actor = load_actor(args.checkpoint, env, state)
     group, team = episode_returns(actor, env, args.seed, args.deterministic)
     # the headline (mean, std, min, max) is the group return where the env pays one, else the

@@ -51,6 +51,15 @@ class Scored(ParallelEnv):
         return frame
 
 
+class Endless(Scored):
+    """Scored without a time limit: its episodes never end."""
+
+    def step(self, actions):
+        obs, rew, _, trunc, infos = super().step(actions)
+        self.agents = list(self.possible_agents)
+        return obs, rew, dict.fromkeys(trunc, False), trunc, infos
+
+
 class Growing(Scored):
     """Scored whose frames grow wider each step (a recording cannot hold that)."""
 
@@ -62,7 +71,7 @@ class Growing(Scored):
 def third_party(tmp_path_factory):
     """A trained checkpoint of a PettingZoo env importable as `scored_pz:Scored`."""
     module = types.ModuleType("scored_pz")
-    module.Scored, module.Growing = Scored, Growing
+    module.Scored, module.Growing, module.Endless = Scored, Growing, Endless
     sys.modules["scored_pz"] = module
     run = tmp_path_factory.mktemp("scored")
     yield run
@@ -176,3 +185,26 @@ def test_a_run_shorter_than_an_episode_says_so_rather_than_nan(tmp_path, capsys)
     out = capsys.readouterr().out
     assert "0 episodes" in out and "+nan" not in out
     assert "last 20 episodes: none has ended yet (an episode is longer than this run" in out
+
+
+def test_eval_and_play_cap_episodes_of_an_env_without_a_time_limit(third_party, tmp_path,
+                                                                    capsys):
+    pytest.importorskip("PIL")
+    from PIL import Image
+
+    checkpoint = third_party / "checkpoints" / "latest.pt"
+    if not checkpoint.exists():
+        pytest.skip("needs the checkpoint trained by the train/eval test")
+    before = Scored.steps_taken
+    assert main(["eval", "scored_pz:Endless", "--checkpoint", str(checkpoint), "--episodes",
+                 "3", "--max-episode-steps", "7", "--json"]) == 0
+    assert Scored.steps_taken - before == 3 * 7 and json.loads(capsys.readouterr().out)[
+        "episodes"] == 3
+    gif = tmp_path / "endless.gif"
+    assert main(["play", "scored_pz:Endless", "--checkpoint", str(checkpoint), "--episodes",
+                 "2", "--max-episode-steps", "4", "--record", str(gif)]) == 0
+    with Image.open(gif) as image:
+        assert image.n_frames == 2 * (1 + 4)
+    assert main(["eval", "Goal-v0", "--checkpoint", str(checkpoint),
+                 "--max-episode-steps", "7"]) == 2
+    assert "Goal-v0 is a GroupEnv with its own time limit" in capsys.readouterr().err
