@@ -218,19 +218,30 @@ def _new_run_dir(env_id: str) -> Path:
 
 
 def _eval(args) -> int:
+    import numpy as np
+
     from envs.core import check_int
     from poca import checkpoint
     from poca.adapters import make_env
-    from poca.evaluate import episode_returns, load_actor
+    from poca.evaluate import EVAL_BATCH, episode_returns, load_actor
 
     check_int("--episodes", args.episodes, 1)
     check_int("--seed", args.seed, 0, 2**32 - 1)
     state = checkpoint.load(args.checkpoint)
     env_kwargs = state["env_kwargs"] if args.env_kwargs is None else args.env_kwargs
-    env = make_env(args.env_id, args.episodes, env_kwargs, _max_agents(args, state),
-                   max_episode_steps=args.max_episode_steps)
-    actor = load_actor(args.checkpoint, env, state)
-    group, team = episode_returns(actor, env, args.seed, args.deterministic)
+    # at most EVAL_BATCH env copies at once (a thousand copies of a big PettingZoo env do not
+    # fit in memory), in equal batches; batch k > 0 draws its episodes from (seed, k)
+    batches = -(-args.episodes // EVAL_BATCH)
+    returns, actor = [], None
+    for k in range(batches):
+        env = make_env(args.env_id, -(-args.episodes // batches), env_kwargs,
+                       _max_agents(args, state), max_episode_steps=args.max_episode_steps)
+        actor = load_actor(args.checkpoint, env, state) if actor is None else actor
+        seed = args.seed if k == 0 else int(np.random.SeedSequence([args.seed, k])
+                                             .generate_state(1)[0])
+        returns.append(episode_returns(actor, env, seed, args.deterministic))
+        env.close()
+    group, team = (np.concatenate(r)[:args.episodes] for r in zip(*returns, strict=True))
     # the headline (mean, std, min, max) is the group return where the env pays one, else the
     # team return; both are reported as group_* and team_*
     name, other = _scores(env.pays_group_reward)

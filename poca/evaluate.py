@@ -30,6 +30,9 @@ def load_actor(path: str | Path, env: GroupEnv, state: dict | None = None) -> Ac
     return actor.eval()
 
 
+EVAL_BATCH = 256  # env copies `poca eval` runs at once
+
+
 def evaluate(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = False,
              team: bool = False) -> np.ndarray:
     """Group return (with `team`: group + individual rewards) of the first episode of each of
