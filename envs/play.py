@@ -86,7 +86,7 @@ def main(argv=None) -> None:
     parser.add_argument("--save", type=Path, help="with --render rgb_array: write PNG frames here")
     parser.add_argument("--keyboard", action="store_true", help="steer agent_0 with the arrows")
     args = parser.parse_args(argv)
-    if args.task not in envs.TASKS:
+    if args.task.removeprefix("groupenvs/") not in envs.TASKS:  # as gymnasium.make's IDs
         parser.error(f"unknown task {args.task!r}; choose from {sorted(envs.TASKS)}")
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")

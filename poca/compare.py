@@ -12,6 +12,7 @@ the records are the same either way.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 import warnings
@@ -52,7 +53,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from envs.core import check_int, check_number
+    from envs.core import check_int
     from poca.adapters import make_env
 
     critics = [c for c in args.critics.split(",") if c]
@@ -63,13 +64,18 @@ def run(args) -> int:
         raise ValueError(f"--critics: each critic once, got {args.critics!r}")
     for flag in ("seeds", "workers", "eval_episodes"):
         check_int(f"--{flag.replace('_', '-')}", getattr(args, flag), 1)
-    if args.threshold is not None:
-        check_number("--threshold", args.threshold, -float("inf"))
+    if args.threshold is not None and math.isnan(args.threshold):
+        raise ValueError("--threshold must be a number, got nan")
     base = POCAConfig.load(args.config) if args.config else POCAConfig()
-    fixed = {key: dict(args.set)[key] for key in ("critic", "seed") if key in dict(args.set)}
+    fixed = [key for key in ("critic", "seed") if key in dict(args.set)]
     if fixed:  # compare sets these itself, per run
         raise ValueError(f"--set {', '.join(fixed)}: compare trains every critic in --critics "
                          "on seeds 0..--seeds-1; use those instead")
+    replaced = {k: v for k, v in (("seed", base.seed), ("critic", base.critic))
+                if v != getattr(POCAConfig(), k)}
+    if replaced:
+        print(f"note: --config {args.config} sets {replaced}; compare replaces them with each "
+              "critic in --critics and seeds 0..--seeds-1", file=sys.stderr)
     base = base.override({**dict(args.set), **({"max_steps": args.max_steps}
                                                if args.max_steps is not None else {})})
     make_env(args.env_id, 1, args.env_kwargs, args.max_agents).close()  # bad IDs fail here

@@ -6,7 +6,7 @@ Each run is a plain function call `fn(*job)` that returns its record, so the rec
 same whichever engine ran them (training is deterministic per seed); only wall times differ.
 `done(record)` is called here, in the calling process, as each run finishes (in whatever order
 they finish), so a caller writes every finished record at once and an interrupted sweep loses
-only the runs still going.
+only the runs that were going.
 """
 
 from __future__ import annotations
@@ -22,9 +22,12 @@ def map_runs(fn: Callable, jobs: Sequence[tuple], workers: int = 1,
     """`[fn(*job) for job in jobs]`, in job order, calling `done(record)` as each one finishes.
     `ray_address` not None: as Ray tasks, one CPU each, on `ray.init(address=ray_address or
     None)` ("" starts Ray on this machine, or joins the cluster in RAY_ADDRESS); else in
-    `workers` spawned processes (1: here, in turn). An exception from a run (Ctrl-C included)
-    stops the sweep: runs not started yet are cancelled, those already going still finish and
-    reach `done`, then the first exception is raised here."""
+    `workers` spawned processes (1: here, in turn).
+
+    An exception from a run (Ctrl-C included) stops the sweep and is raised here once the runs
+    going at that moment are over: no further run starts. In processes, those runs finish and
+    reach `done` (a Ctrl-C from the terminal reaches them too, and each stops at its next
+    update); on Ray they are cancelled (`ray.cancel`: interrupted like a Ctrl-C)."""
     done = done or (lambda record: None)
     if ray_address is not None:
         return _on_ray(fn, jobs, ray_address, done)
@@ -35,29 +38,37 @@ def map_runs(fn: Callable, jobs: Sequence[tuple], workers: int = 1,
             done(records[-1])
         return records
     pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"))
-    try:
-        pending = {pool.submit(fn, *job): i for i, job in enumerate(jobs)}
-        return _gather(pending, lambda futures: wait(futures, return_when=FIRST_COMPLETED)[0],
-                       lambda future: future.result(), lambda future: future.cancel(), done)
-    finally:  # not waiting for the queued runs of a sweep that stops early
-        pool.shutdown(wait=True, cancel_futures=True)
+    try:  # never more runs submitted than workers: a submitted run cannot be held back
+        return _gather(jobs, lambda job: pool.submit(fn, *job), workers,
+                       lambda futures: wait(futures, return_when=FIRST_COMPLETED)[0],
+                       lambda future: future.result(), lambda futures: None, done)
+    finally:
+        pool.shutdown(wait=True)
 
 
-def _gather(pending: dict, finished: Callable, result: Callable, cancel: Callable,
-            done: Callable) -> list:
-    """The records of `pending` ({handle: job index}) in job order, passed to `done` as they
-    finish; after the first failure the rest are cancelled (a run already going finishes)."""
-    records, error = [None] * len(pending), None
-    while pending:
+def _gather(jobs: Sequence[tuple], submit: Callable, limit: int, finished: Callable,
+            result: Callable, stop: Callable, done: Callable) -> list:
+    """Run `jobs` with at most `limit` submitted at once; the records in job order, each
+    passed to `done` as it finishes. After the first failure nothing more is submitted,
+    `stop(handles still going)` is called, and once they are over the failure is raised."""
+    records, error, pending = [None] * len(jobs), None, {}
+    queue = iter(enumerate(jobs))
+    while True:
+        while error is None and len(pending) < limit:
+            index, job = next(queue, (None, None))
+            if job is None:
+                break
+            pending[submit(job)] = index
+        if not pending:
+            break
         for handle in finished(list(pending)):
             index = pending.pop(handle)
             try:
                 records[index] = result(handle)
-            except BaseException as err:  # a run's own error, Ctrl-C, or cancelled after one
+            except BaseException as err:  # a run's own error, or Ctrl-C
                 if error is None:
                     error = err
-                    for other in pending:
-                        cancel(other)
+                    stop(list(pending))
                 continue
             done(records[index])
     if error is not None:
@@ -74,10 +85,10 @@ def _on_ray(fn: Callable, jobs: Sequence[tuple], address: str, done: Callable) -
     if started:
         ray.init(address=address or None)
     try:
-        task = ray.remote(num_cpus=1)(fn)
-        pending = {task.remote(*job): i for i, job in enumerate(jobs)}
-        return _gather(pending, lambda refs: ray.wait(refs, num_returns=1)[0], ray.get,
-                       ray.cancel, done)
+        task = ray.remote(num_cpus=1)(fn)  # all submitted: Ray schedules them on its CPUs
+        return _gather(jobs, lambda job: task.remote(*job), len(jobs),
+                       lambda refs: ray.wait(refs, num_returns=1)[0], ray.get,
+                       lambda refs: [ray.cancel(ref) for ref in refs], done)
     finally:
         if started:
             ray.shutdown()

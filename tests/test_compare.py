@@ -1,6 +1,8 @@
 """`poca compare`: one JSON per run, a table per critic, a PNG of the curves, clear errors."""
 
 import json
+import time
+from pathlib import Path
 
 import pytest
 
@@ -46,7 +48,7 @@ def test_compare_refuses_an_unknown_critic(tmp_path, capsys):
 @pytest.mark.parametrize("extra, message", [
     (["--max-steps", "0"], "max_steps must be"),
     (["--eval-episodes", "0"], "--eval-episodes must be >= 1, got 0"),
-    (["--threshold", "nan"], "--threshold must be"),
+    (["--threshold", "nan"], "--threshold must be a number, got nan"),
     (["--set", "seed=7"], "--set seed: compare trains every critic"),
     (["--env-kwargs", '{"no_such_argument": 1}'], "no_such_argument"),
 ])
@@ -90,6 +92,27 @@ def test_compare_stops_at_ctrl_c_and_keeps_only_finished_runs(tmp_path, capsys, 
     assert not (out / "attention-seed2").exists() and len(trainers) == 2
 
 
+def _run_or_fail(name: str, seconds: float, fail: bool, started: str):
+    """A run for map_runs in spawned workers: notes that it started, takes `seconds`, fails."""
+    (Path(started) / name).touch()
+    time.sleep(seconds)
+    if fail:
+        raise RuntimeError(f"run {name} failed")
+    return name
+
+
+def test_a_failed_run_stops_a_sweep_in_processes_before_the_next_run_starts(tmp_path):
+    from poca.sweep import map_runs
+
+    jobs = [("a", 0.3, True), ("b", 1.5, False), ("c", 0.1, False), ("d", 0.1, False)]
+    finished = []
+    with pytest.raises(RuntimeError, match="run a failed"):
+        map_runs(_run_or_fail, [(*job, str(tmp_path)) for job in jobs], workers=2,
+                 done=finished.append)
+    assert finished == ["b"]  # going when a failed: it finished and was handed over
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # c and d never started
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_map_runs_hands_over_each_finished_run_before_a_failure_stops_it(workers):
     import operator
@@ -101,3 +124,16 @@ def test_map_runs_hands_over_each_finished_run_before_a_failure_stops_it(workers
     with pytest.raises(ZeroDivisionError):
         map_runs(operator.truediv, [(1, 2), (1, 0)], workers, done=finished.append)
     assert finished == [0.5]
+
+
+def test_compare_says_it_replaces_the_seed_and_critic_of_a_config(tmp_path, capsys):
+    config = tmp_path / "c.yaml"
+    config.write_text("seed: 7\ncritic: independent\nnum_envs: 4\n")
+    out = tmp_path / "cmp"
+    assert main(["compare", "groupenvs/Goal-v0", "--config", str(config), "--critics",
+                 "attention", "--seeds", "1", "--max-steps", "300", "--eval-episodes", "4",
+                 "--threshold", "inf", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "sets {'seed': 7, 'critic': 'independent'}; compare replaces them" in err
+    record = json.loads((out / "attention-seed0.json").read_text())
+    assert record["steps_to_threshold"] is None  # an unreachable threshold is never reached

@@ -142,8 +142,8 @@ def test_pettingzoo_render_test_and_human_mode():
 
 
 def test_play_writes_frames(tmp_path, capsys):
-    play_main(["GoalVisual-v0", "--episodes", "1", "--render", "rgb_array", "--save",
-               str(tmp_path)])
+    play_main(["groupenvs/GoalVisual-v0", "--episodes", "1", "--render", "rgb_array", "--save",
+               str(tmp_path)])  # the Gymnasium ID, as the bare task name
     assert "group return" in capsys.readouterr().out
     assert len(list(tmp_path.glob("frame_*.png"))) > 3
 
