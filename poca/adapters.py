@@ -547,8 +547,7 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
     if not isinstance(probe, ParallelEnv):
         raise TypeError(f"{name} returned {type(probe).__name__}; expected a PettingZoo "
                         "ParallelEnv or a GroupEnv (a callable taking num_envs)")
-    _warn_unless_seeded(probe, name)
-    probe.close()
+    _warn_unless_seeded(ParallelEnvGroup(lambda: probe, 1, max_agents), name)  # closes it
     if workers:
         from poca.workers import WorkerEnvGroup
 
@@ -558,24 +557,19 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
                             max_episode_steps)
 
 
-def _warn_unless_seeded(env, name: str) -> None:
+def _warn_unless_seeded(probe: ParallelEnvGroup, name: str) -> None:
     """Warn when two resets with one seed start different episodes: runs with such an env
-    cannot be reproduced from their seed (the README's promise), and nothing else would say."""
-    first, again = (env.reset(seed=12345)[0] for _ in range(2))
-    if not _same(first, again):
+    cannot be reproduced from their seed (the README's promise), and nothing else would say.
+    Through the adapter, so a reset that breaks the API fails with its usual clear error."""
+    first, again = (probe.reset(seed=12345) for _ in range(2))
+    probe.close()
+    if not all(a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+               for a, b in zip((*first.obs, first.alive), (*again.obs, again.alive),
+                               strict=True)):
         warnings.warn(f"{name}: reset(seed=12345) twice gave different observations, so its "
                       "episodes do not follow the seed and a run cannot be repeated; seed the "
                       "env's random generators in reset() (e.g. self.np_random from "
                       "gymnasium.utils.seeding.np_random(seed))", RuntimeWarning, stacklevel=3)
-
-
-def _same(a, b) -> bool:
-    """Observations (arrays, numbers, or dicts of them) equal, NaN equal to NaN."""
-    if isinstance(a, dict) or isinstance(b, dict):
-        return (isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys()
-                and all(_same(a[k], b[k]) for k in a))
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
 
 
 def checked(env: GroupEnv) -> GroupEnv:

@@ -78,6 +78,7 @@ def play(actor: Actor, env: GroupEnv, episodes: int, seed: int = 0, render: str 
     frames, returns = [], []
     acting = Acting(actor, 1, env.spec.num_agents, torch.device("cpu"),
                     torch.Generator().manual_seed(seed))
+
     def record_frame(view, episode: int, t: int) -> None:
         if view.mode != "rgb_array":
             return

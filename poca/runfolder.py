@@ -188,7 +188,7 @@ def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwar
         changes.append(f"max_agents {own_slots} -> {max_agents}")
     if config is not None:
         changes += [f"{key} {a!r} -> {b!r}" for key, (a, b) in
-                    _diff(own.to_dict(), config.to_dict()).items()
+                    _diff(_scheduled(own), _scheduled(config)).items()
                     if key not in RESUMABLE]
     if changes and not force:
         raise ValueError("a resumed run keeps its settings; this would change "
@@ -197,6 +197,16 @@ def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwar
                          "to change them anyway")
     return (config or own), (saved["env_kwargs"] if env_kwargs is None else env_kwargs), (
         own_slots if max_agents is None else max_agents)
+
+
+def _scheduled(config: POCAConfig) -> dict:
+    """`config.to_dict()` with unset beta and epsilon schedules written out as the learning
+    rate's, which they follow: a run saved when they were always written compares equal."""
+    data = config.to_dict()
+    hp = data["hyperparameters"]
+    for key in ("beta_schedule", "epsilon_schedule"):
+        hp[key] = hp[key] or hp["learning_rate_schedule"]
+    return data
 
 
 def _plain(value):

@@ -519,3 +519,10 @@ def test_an_env_whose_reset_ignores_the_seed_is_warned_about():
                                             r"different observations"):
         make_env(Unseeded, 2)
     make_env(Leaving, 2)  # seeded (here: no randomness at all): no warning (pytest: an error)
+
+    class ObservationsOnly(Leaving):  # the pre-1.22 reset: still the adapter's clear error
+        def reset(self, seed=None, options=None):
+            return super().reset(seed, options)[0]
+
+    with pytest.raises(ValueError, match=r"reset\(\) must return \(observations, infos\)"):
+        make_env(ObservationsOnly, 2)

@@ -338,3 +338,21 @@ def test_a_run_trained_on_a_partial_resumes_in_another_process(tmp_path, monkeyp
     assert runfolder.same_env_id("factories:goal", "goal")
     assert not runfolder.same_env_id("factories:goal", "other")
     assert not runfolder.same_env_id("Goal-v0", "goal")
+
+
+@pytest.mark.parametrize("saved, given, changed", [
+    ("linear", None, False),  # saved before unset schedules existed; the same config today
+    (None, "linear", False),  # follows linear: the same as saying linear
+    ("constant", None, True),  # None follows linear here: a real change
+])
+def test_resume_compares_beta_and_epsilon_schedules_as_they_run(saved, given, changed):
+    run_config = small_config().to_dict()
+    run_config["hyperparameters"].update(beta_schedule=saved, epsilon_schedule=saved)
+    state = {"config": run_config, "env_id": "Goal-v0", "env_kwargs": {}}
+    config = small_config(**{"hyperparameters.beta_schedule": given,
+                             "hyperparameters.epsilon_schedule": given})
+    if changed:
+        with pytest.raises(ValueError, match=r"beta_schedule 'constant' -> 'linear'"):
+            runfolder.resumed_config(state, config, "Goal-v0", None, None, False)
+    else:
+        assert runfolder.resumed_config(state, config, "Goal-v0", None, None, False)[0] == config
