@@ -61,7 +61,12 @@ def _gather(jobs: Sequence[tuple], submit: Callable, limit: int, finished: Calla
             pending[submit(job)] = index
         if not pending:
             break
-        for handle in finished(list(pending)):
+        try:
+            ready = finished(list(pending))
+        except BaseException:  # Ctrl-C here, in the caller
+            stop(list(pending))
+            raise
+        for handle in ready:
             index = pending.pop(handle)
             try:
                 records[index] = result(handle)
@@ -86,8 +91,15 @@ def _on_ray(fn: Callable, jobs: Sequence[tuple], address: str, done: Callable) -
         ray.init(address=address or None)
     try:
         task = ray.remote(num_cpus=1)(fn)  # all submitted: Ray schedules them on its CPUs
+
+        def result(ref):
+            try:
+                return ray.get(ref)
+            except ray.exceptions.TaskCancelledError as err:  # how a task's Ctrl-C comes back
+                raise KeyboardInterrupt(str(err).splitlines()[-1]) from None
+
         return _gather(jobs, lambda job: task.remote(*job), len(jobs),
-                       lambda refs: ray.wait(refs, num_returns=1)[0], ray.get,
+                       lambda refs: ray.wait(refs, num_returns=1)[0], result,
                        lambda refs: [ray.cancel(ref) for ref in refs], done)
     finally:
         if started:

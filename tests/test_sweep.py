@@ -56,3 +56,22 @@ def test_ray_compare_gives_the_local_records(tmp_path):
         local, remote = (json.loads((tmp_path / where / name).read_text())
                          for where in ("local", "ray"))
         assert _without_timing(remote) == _without_timing(local)
+
+
+def test_a_ctrl_c_inside_a_ray_task_stops_the_sweep_as_a_keyboard_interrupt(tmp_path):
+    """Ray hands a task's KeyboardInterrupt back as TaskCancelledError; map_runs raises it as
+    the KeyboardInterrupt it was (compare's Ctrl-C path), after passing on finished runs."""
+    (tmp_path / "runs.py").write_text(
+        "import time\n\n\ndef run(name, seconds, interrupt):\n    time.sleep(seconds)\n"
+        "    if interrupt:\n        raise KeyboardInterrupt(name)\n    return name\n")
+    script = (
+        "import ray, runs\nfrom poca.sweep import map_runs\nray.init(num_cpus=2)\ndone = []\n"
+        "try:\n    map_runs(runs.run, [('a', 1.0, True), ('b', 0.1, False), ('c', 5, False)], "
+        "ray_address='', done=done.append)\nexcept KeyboardInterrupt:\n"
+        "    print('interrupted', done)\nray.shutdown()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
+           "PYTHONWARNINGS": "ignore"}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert "interrupted ['b']" in done.stdout, done.stderr[-3000:]
