@@ -475,11 +475,11 @@ def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
     no time limit of their own: evaluating on them would never end); a GroupEnv has its own."""
     env_kwargs = dict(env_kwargs or {})
     workers = check_int("num_env_workers", workers, 0)
-    limit = (workers, None if max_episode_steps is None else check_int(
+    parallel_options = (workers, None if max_episode_steps is None else check_int(
         "max_episode_steps", max_episode_steps, 1))
     if callable(env_id):
         return _from_factory(env_id, num_envs, env_kwargs, max_agents, env_name(env_id),
-                             render_mode, *limit)
+                             render_mode, *parallel_options)
     if ":" in env_id:
         module_name, _, attr = env_id.partition(":")
         try:  # imports the module: it runs its code (documented in the CLI's help and README)
@@ -497,10 +497,10 @@ def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
                              f"{what} {attr!r}; give module:factory, a function or class that "
                              "returns a PettingZoo ParallelEnv or a GroupEnv")
         return _from_factory(factory, num_envs, env_kwargs, max_agents, env_id, render_mode,
-                             *limit)
+                             *parallel_options)
     import envs
 
-    _only_for_parallel_envs(env_id, max_agents, *limit)
+    _only_for_parallel_envs(env_id, max_agents, *parallel_options)
     try:
         return envs.make_group(env_id, num_envs=num_envs, **env_kwargs)
     except KeyError as err:

@@ -96,8 +96,7 @@ def run(args) -> int:
     def write(record: dict) -> None:  # as each run finishes: a Ctrl-C later keeps it
         written.append(f"{record['critic']}-seed{record['seed']}")
         record["steps_to_threshold"] = steps_to_threshold(record["curve"], args.threshold)
-        (out / f"{record['critic']}-seed{record['seed']}.json").write_text(
-            json.dumps(record, indent=1))
+        (out / f"{written[-1]}.json").write_text(json.dumps(record, indent=1))
 
     try:
         records = map_runs(_one_run, jobs, args.workers, args.ray, done=write)
