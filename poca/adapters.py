@@ -534,7 +534,8 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
         _only_for_parallel_envs(name, max_agents, workers, max_episode_steps)
         env = factory(num_envs=num_envs, **env_kwargs)
         if isinstance(env, GroupEnv):
-            return checked(env)
+            _warn_unless_seeded(checked(env), name)
+            return env
         raise TypeError(f"{name} returned {type(env).__name__}, not an envs.core.GroupEnv")
     if render_mode is not None:
         if params is not None and "render_mode" not in params and not any(
@@ -547,7 +548,9 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
     if not isinstance(probe, ParallelEnv):
         raise TypeError(f"{name} returned {type(probe).__name__}; expected a PettingZoo "
                         "ParallelEnv or a GroupEnv (a callable taking num_envs)")
-    _warn_unless_seeded(ParallelEnvGroup(lambda: probe, 1, max_agents), name)  # closes it
+    seen_through_adapter = ParallelEnvGroup(lambda: probe, 1, max_agents)
+    _warn_unless_seeded(seen_through_adapter, name)
+    seen_through_adapter.close()  # closes the probe
     if workers:
         from poca.workers import WorkerEnvGroup
 
@@ -557,12 +560,12 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
                             max_episode_steps)
 
 
-def _warn_unless_seeded(probe: ParallelEnvGroup, name: str) -> None:
+def _warn_unless_seeded(env: GroupEnv, name: str) -> None:
     """Warn when two resets with one seed start different episodes: runs with such an env
     cannot be reproduced from their seed (the README's promise), and nothing else would say.
-    Through the adapter, so a reset that breaks the API fails with its usual clear error."""
-    first, again = (probe.reset(seed=12345) for _ in range(2))
-    probe.close()
+    `env` checks its resets (the adapter, or `checked`), so a reset that breaks the API fails
+    with its usual clear error first."""
+    first, again = (env.reset(seed=12345) for _ in range(2))
     if not all(a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
                for a, b in zip((*first.obs, first.alive), (*again.obs, again.alive),
                                strict=True)):

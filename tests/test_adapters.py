@@ -7,6 +7,7 @@ import pytest
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
+import envs
 from envs.pettingzoo import GroupParallelEnv
 from poca.adapters import ParallelEnvGroup, _encode, make_env
 from poca.config import POCAConfig
@@ -519,6 +520,21 @@ def test_an_env_whose_reset_ignores_the_seed_is_warned_about():
                                             r"different observations"):
         make_env(Unseeded, 2)
     make_env(Leaving, 2)  # seeded (here: no randomness at all): no warning (pytest: an error)
+
+    def unseeded_goal(num_envs):  # a GroupEnv factory (it takes num_envs) is checked too
+        env = envs.make_group("Goal-v0", num_envs=num_envs)
+        reset = env.reset
+
+        def noisy(seed=None):
+            out = reset(seed=seed)
+            out.obs[0][:] += np.random.default_rng().uniform(0, 0.01, out.obs[0].shape)
+            return out
+
+        env.reset = noisy
+        return env
+
+    with pytest.warns(RuntimeWarning, match="unseeded_goal.*twice gave different"):
+        make_env(unseeded_goal, 2)
 
     class ObservationsOnly(Leaving):  # the pre-1.22 reset: still the adapter's clear error
         def reset(self, seed=None, options=None):
