@@ -518,8 +518,8 @@ def _only_for_parallel_envs(name, max_agents, workers, max_episode_steps) -> Non
                          "workers)")
     if max_episode_steps is not None:
         raise ValueError(f"max_episode_steps (--max-episode-steps) applies only to PettingZoo "
-                         f"ParallelEnvs; {name} is a GroupEnv with its own time limit (groupenvs "
-                         "tasks: the env argument max_steps)")
+                         f"ParallelEnvs; {name} is a GroupEnv, whose spec.max_steps already ends "
+                         "every episode (groupenvs tasks: the env argument max_steps)")
 
 
 def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=None,

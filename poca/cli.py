@@ -38,6 +38,13 @@ def _json_dict(text: str) -> dict:
     return value
 
 
+def _positive(text: str) -> int:
+    value = int(text)  # argparse turns a ValueError into "invalid _positive value"
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def _assignment(text: str) -> tuple[str, object]:
     key, sep, value = text.partition("=")
     if not sep:
@@ -104,7 +111,7 @@ def _checkpoint_parser(sub, name: str, summary: str, episodes: int, seed: int):
                         help="default: those it was trained with")
     parser.add_argument("--seed", type=int, default=seed)
     parser.add_argument("--max-agents", type=int, help="default: as it was trained with")
-    parser.add_argument("--max-episode-steps", type=int, help="truncate each episode after N "
+    parser.add_argument("--max-episode-steps", type=_positive, help="truncate each episode after N "
                         "steps: for PettingZoo envs with no time limit of their own, whose "
                         "episodes would otherwise never end")
     return parser
@@ -239,8 +246,10 @@ def _eval(args) -> int:
         actor = load_actor(args.checkpoint, env, state) if actor is None else actor
         seed = args.seed if k == 0 else int(np.random.SeedSequence([args.seed, k])
                                              .generate_state(1)[0])
-        returns.append(episode_returns(actor, env, seed, args.deterministic))
-        env.close()
+        try:
+            returns.append(episode_returns(actor, env, seed, args.deterministic))
+        finally:
+            env.close()
     group, team = (np.concatenate(r)[:args.episodes] for r in zip(*returns, strict=True))
     # the headline (mean, std, min, max) is the group return where the env pays one, else the
     # team return; both are reported as group_* and team_*

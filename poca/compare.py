@@ -29,7 +29,7 @@ EVAL_SEED = 1_000_003  # + the training seed: evaluation episodes never seen in 
 
 
 def add_parser(sub) -> None:
-    from poca.cli import _assignment, _json_dict
+    from poca.cli import _assignment, _json_dict, _positive
 
     p = sub.add_parser("compare", help="train several critics on the same seeds and compare")
     p.add_argument("env_id", help="as for train")
@@ -49,6 +49,8 @@ def add_parser(sub) -> None:
                    help="run as Ray tasks (pip install \"groupenvs[ray]\"): on this machine, "
                    "the cluster in RAY_ADDRESS, or ray.init(address=ADDRESS)")
     p.add_argument("--max-agents", type=int, help="as for train")
+    p.add_argument("--max-episode-steps", type=_positive, help="as for eval: truncates the "
+                   "evaluation episodes of a PettingZoo env with no time limit of its own")
     p.add_argument("--out", type=Path, help="default: runs/compare/<env>/<time>")
 
 
@@ -78,11 +80,13 @@ def run(args) -> int:
               "critic in --critics and seeds 0..--seeds-1", file=sys.stderr)
     base = base.override({**dict(args.set), **({"max_steps": args.max_steps}
                                                if args.max_steps is not None else {})})
-    make_env(args.env_id, 1, args.env_kwargs, args.max_agents).close()  # bad IDs fail here
+    make_env(args.env_id, 1, args.env_kwargs, args.max_agents,  # bad IDs fail here
+             max_episode_steps=args.max_episode_steps).close()
     out = args.out or Path("runs") / "compare" / args.env_id.replace("/", "_").replace(
         ":", "_") / time.strftime("%Y%m%d-%H%M%S")
     jobs = [(args.env_id, base.override({"critic": c, "seed": s}).to_dict(), args.env_kwargs,
-             args.max_agents, args.eval_episodes, str(out / f"{c}-seed{s}"))
+             args.max_agents, args.eval_episodes, args.max_episode_steps,
+             str(out / f"{c}-seed{s}"))
             for c in critics for s in range(args.seeds)]
     taken = [Path(job[-1]).name for job in jobs if holds_run(Path(job[-1]))]
     if taken:  # before any training, not after the first runs
@@ -111,7 +115,8 @@ def run(args) -> int:
     return 0
 
 
-def _one_run(env_id, config: dict, env_kwargs, max_agents, eval_episodes, run_dir) -> dict:
+def _one_run(env_id, config: dict, env_kwargs, max_agents, eval_episodes, max_episode_steps,
+             run_dir) -> dict:
     from poca.adapters import make_env
     from poca.evaluate import evaluate, load_actor
     from poca.trainer import train
@@ -120,7 +125,8 @@ def _one_run(env_id, config: dict, env_kwargs, max_agents, eval_episodes, run_di
     result = train(env_id, config, env_kwargs, run_dir, progress=False, max_agents=max_agents)
     if result.interrupted:  # a cut-short run is no result: stop the comparison, record nothing
         raise KeyboardInterrupt(f"{run_dir} interrupted at {result.agent_steps:,} agent-steps")
-    env = make_env(env_id, eval_episodes, env_kwargs, max_agents)
+    env = make_env(env_id, eval_episodes, env_kwargs, max_agents,
+                   max_episode_steps=max_episode_steps)
     team = not result.pays_group_reward  # the headline score of the env
     returns = evaluate(load_actor(result.checkpoint, env), env, EVAL_SEED + config.seed,
                        team=team)

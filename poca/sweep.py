@@ -11,6 +11,7 @@ only the runs that were going.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
@@ -24,10 +25,11 @@ def map_runs(fn: Callable, jobs: Sequence[tuple], workers: int = 1,
     None)` ("" starts Ray on this machine, or joins the cluster in RAY_ADDRESS); else in
     `workers` spawned processes (1: here, in turn).
 
-    An exception from a run (Ctrl-C included) stops the sweep and is raised here once the runs
-    going at that moment are over: no further run starts. In processes, those runs finish and
-    reach `done` (a Ctrl-C from the terminal reaches them too, and each stops at its next
-    update); on Ray they are cancelled (`ray.cancel`: interrupted like a Ctrl-C)."""
+    An exception from a run, or Ctrl-C, stops the sweep and is raised here once the runs going
+    at that moment are over: no further run starts. In processes, those runs finish and reach
+    `done` (a Ctrl-C from the terminal reaches them too, and each stops, saved, at its next
+    update; a second Ctrl-C here stops waiting); on Ray they are cancelled (`ray.cancel`:
+    interrupted like a Ctrl-C, and waited for while they save)."""
     done = done or (lambda record: None)
     if ray_address is not None:
         return _on_ray(fn, jobs, ray_address, done)
@@ -37,7 +39,12 @@ def map_runs(fn: Callable, jobs: Sequence[tuple], workers: int = 1,
             records.append(fn(*job))
             done(records[-1])
         return records
-    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"))
+    # workers ignore SIGINT until a run's trainer takes it over (poca.runfolder.Interrupts): an
+    # idle worker killed by a terminal's Ctrl-C would break the pool, which then SIGTERMs the
+    # busy ones in the middle of saving their checkpoints
+    pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
+                               initializer=signal.signal, initargs=(signal.SIGINT,
+                                                                    signal.SIG_IGN))
     try:  # never more runs submitted than workers: a submitted run cannot be held back
         return _gather(jobs, lambda job: pool.submit(fn, *job), workers,
                        lambda futures: wait(futures, return_when=FIRST_COMPLETED)[0],
@@ -49,8 +56,10 @@ def map_runs(fn: Callable, jobs: Sequence[tuple], workers: int = 1,
 def _gather(jobs: Sequence[tuple], submit: Callable, limit: int, finished: Callable,
             result: Callable, stop: Callable, done: Callable) -> list:
     """Run `jobs` with at most `limit` submitted at once; the records in job order, each
-    passed to `done` as it finishes. After the first failure nothing more is submitted,
-    `stop(handles still going)` is called, and once they are over the failure is raised."""
+    passed to `done` as it finishes. After the first failure (a run's, or a Ctrl-C here) nothing
+    more is submitted, `stop(handles still going)` is called, the runs going are waited for (a
+    second Ctrl-C stops waiting) and those that finish reach `done`; then the failure is
+    raised."""
     records, error, pending = [None] * len(jobs), None, {}
     queue = iter(enumerate(jobs))
     while True:
@@ -63,9 +72,12 @@ def _gather(jobs: Sequence[tuple], submit: Callable, limit: int, finished: Calla
             break
         try:
             ready = finished(list(pending))
-        except BaseException:  # Ctrl-C here, in the caller
+        except BaseException as err:  # Ctrl-C here, in the caller
+            if error is not None:  # a second one: stop waiting for the runs going
+                raise
+            error = err
             stop(list(pending))
-            raise
+            continue
         for handle in ready:
             index = pending.pop(handle)
             try:
@@ -95,8 +107,8 @@ def _on_ray(fn: Callable, jobs: Sequence[tuple], address: str, done: Callable) -
         def result(ref):
             try:
                 return ray.get(ref)
-            except ray.exceptions.TaskCancelledError as err:  # how a task's Ctrl-C comes back
-                raise KeyboardInterrupt(str(err).splitlines()[-1]) from None
+            except ray.exceptions.TaskCancelledError:  # how a task's Ctrl-C comes back
+                raise KeyboardInterrupt("a run was interrupted or cancelled") from None
 
         return _gather(jobs, lambda job: task.remote(*job), len(jobs),
                        lambda refs: ray.wait(refs, num_returns=1)[0], result,

@@ -137,3 +137,27 @@ def test_compare_says_it_replaces_the_seed_and_critic_of_a_config(tmp_path, caps
     assert "sets {'seed': 7, 'critic': 'independent'}; compare replaces them" in err
     record = json.loads((out / "attention-seed0.json").read_text())
     assert record["steps_to_threshold"] is None  # an unreachable threshold is never reached
+
+
+def test_ctrl_c_in_the_caller_waits_for_the_runs_going_and_keeps_their_records():
+    """The sweep's own process is interrupted while two runs are going: nothing more is
+    submitted, the runs going are stopped and waited for, the one that still finishes reaches
+    `done`, then the Ctrl-C is raised. A second Ctrl-C stops the waiting at once."""
+    from poca.sweep import _gather
+
+    def run(interrupts):
+        submitted, stopped, finished = [], [], []
+        waits = iter(interrupts)
+
+        def ready(handles):
+            if next(waits, False):
+                raise KeyboardInterrupt
+            return handles[:1]
+
+        with pytest.raises(KeyboardInterrupt):
+            _gather([("a",), ("b",), ("c",)], lambda job: submitted.append(job[0]) or job[0],
+                    2, ready, lambda handle: handle.upper(), stopped.extend, finished.append)
+        return submitted, stopped, finished
+
+    assert run([True]) == (["a", "b"], ["a", "b"], ["A", "B"])
+    assert run([True, False, True]) == (["a", "b"], ["a", "b"], ["A"])

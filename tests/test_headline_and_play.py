@@ -207,7 +207,16 @@ def test_eval_and_play_cap_episodes_of_an_env_without_a_time_limit(third_party, 
         assert image.n_frames == 2 * (1 + 4)
     assert main(["eval", "Goal-v0", "--checkpoint", str(checkpoint),
                  "--max-episode-steps", "7"]) == 2
-    assert "Goal-v0 is a GroupEnv with its own time limit" in capsys.readouterr().err
+    assert "Goal-v0 is a GroupEnv, whose spec.max_steps already ends" in capsys.readouterr().err
+    out = tmp_path / "cmp"  # compare evaluates its runs the same way
+    assert main(["compare", "scored_pz:Endless", "--critics", "attention", "--seeds", "1",
+                 "--max-steps", "200", "--set", "num_envs=2", "--eval-episodes", "2",
+                 "--max-episode-steps", "5", "--out", str(out)]) == 0
+    assert json.loads((out / "attention-seed0.json").read_text())["eval_episodes"] == 2
+    with pytest.raises(SystemExit):
+        main(["eval", "scored_pz:Endless", "--checkpoint", str(checkpoint),
+              "--max-episode-steps", "0"])
+    assert "argument --max-episode-steps: must be >= 1, got 0" in capsys.readouterr().err
 
 
 def test_eval_runs_many_episodes_in_batches_of_env_copies(third_party, monkeypatch, capsys):
