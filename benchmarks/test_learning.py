@@ -62,10 +62,7 @@ def run_case(case: Case, seed: int, break_name: str | None = None) -> dict:
         env = make_env(case.env_id, config.num_envs, case.env_kwargs, None)
         trainer = Trainer(env, config, env_id=case.env_id, env_kwargs=case.env_kwargs,
                           progress=False)
-        result = trainer.run()
-    if result.interrupted:  # Ctrl-C stops the suite; a cut-short run is not judged
-        raise KeyboardInterrupt(f"{case.id} seed {seed} interrupted at "
-                                f"{result.agent_steps:,} agent-steps")
+        result = trainer.run().finished(f"{case.id} seed {seed}")
     train_wall = time.perf_counter() - start
     eval_env = make_env(case.env_id, case.eval_episodes, case.env_kwargs, None)
     returns = evaluate(trainer.actor, eval_env, seed=EVAL_SEED + seed)

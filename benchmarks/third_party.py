@@ -121,10 +121,7 @@ def measure(case: ThirdPartyCase, method: str, seed: int) -> dict:
         env = make_env(case.env_id, config.num_envs, case.env_kwargs)
         trainer = Trainer(env, config, env_id=case.env_id, env_kwargs=case.env_kwargs,
                           progress=False)
-        result = trainer.run()
-        if result.interrupted:  # Ctrl-C stops the group; a cut-short run is not judged
-            raise KeyboardInterrupt(f"{case.id} {method} seed {seed} interrupted at "
-                                    f"{result.agent_steps:,} agent-steps")
+        result = trainer.run().finished(f"{case.id} {method} seed {seed}")
         actor, agent_steps = trainer.actor, result.agent_steps
         training_return = result.mean_team_return()
         env.close()

@@ -86,8 +86,10 @@ def main(argv=None) -> None:
     parser.add_argument("--save", type=Path, help="with --render rgb_array: write PNG frames here")
     parser.add_argument("--keyboard", action="store_true", help="steer agent_0 with the arrows")
     args = parser.parse_args(argv)
-    if args.task.removeprefix("groupenvs/") not in envs.TASKS:  # as gymnasium.make's IDs
-        parser.error(f"unknown task {args.task!r}; choose from {sorted(envs.TASKS)}")
+    try:
+        envs._task(args.task)  # the registry's own lookup ("Goal-v0" or "groupenvs/Goal-v0")
+    except KeyError as err:
+        parser.error(err.args[0])
     if args.episodes < 1:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
     if not isinstance(args.env_kwargs, dict):

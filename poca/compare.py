@@ -122,9 +122,8 @@ def _one_run(env_id, config: dict, env_kwargs, max_agents, eval_episodes, max_ep
     from poca.trainer import train
 
     config = POCAConfig.from_dict(config)
-    result = train(env_id, config, env_kwargs, run_dir, progress=False, max_agents=max_agents)
-    if result.interrupted:  # a cut-short run is no result: stop the comparison, record nothing
-        raise KeyboardInterrupt(f"{run_dir} interrupted at {result.agent_steps:,} agent-steps")
+    result = train(env_id, config, env_kwargs, run_dir, progress=False,
+                   max_agents=max_agents).finished(run_dir)
     env = make_env(env_id, eval_episodes, env_kwargs, max_agents,
                    max_episode_steps=max_episode_steps)
     team = not result.pays_group_reward  # the headline score of the env

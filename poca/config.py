@@ -77,6 +77,13 @@ class Hyperparameters:
     lambd: float = 0.95
     num_epoch: int = 3
 
+    def schedules(self) -> dict[str, str]:
+        """Each schedule as it runs: beta's and epsilon's, where unset, are the learning
+        rate's (ML-Agents' rule)."""
+        lr = self.learning_rate_schedule
+        return {"learning_rate_schedule": lr, "beta_schedule": self.beta_schedule or lr,
+                "epsilon_schedule": self.epsilon_schedule or lr}
+
 
 @dataclass
 class MemorySettings:

@@ -203,9 +203,7 @@ def _scheduled(config: POCAConfig) -> dict:
     """`config.to_dict()` with unset beta and epsilon schedules written out as the learning
     rate's, which they follow: a run saved when they were always written compares equal."""
     data = config.to_dict()
-    hp = data["hyperparameters"]
-    for key in ("beta_schedule", "epsilon_schedule"):
-        hp[key] = hp[key] or hp["learning_rate_schedule"]
+    data["hyperparameters"].update(config.hyperparameters.schedules())
     return data
 
 

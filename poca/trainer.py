@@ -68,6 +68,13 @@ class TrainResult:
     interrupted: bool = False
     pays_group_reward: bool = True  # the env's: False makes the team return the headline
 
+    def finished(self, what: str) -> TrainResult:
+        """This result, for callers that judge a whole run (compare, the benchmark); a run cut
+        short by Ctrl-C (saved, as always) is raised again as KeyboardInterrupt, not scored."""
+        if self.interrupted:
+            raise KeyboardInterrupt(f"{what} interrupted at {self.agent_steps:,} agent-steps")
+        return self
+
     def mean_return(self, last: int = LAST) -> float:
         return mean_of_last([r for _, r in self.episode_log[-last:]], last)
 
@@ -411,8 +418,8 @@ class Trainer:
 
     def schedules(self) -> tuple[float, float, float]:
         """(learning rate, epsilon, beta) at the current agent-step count: each constant or
-        decaying linearly to its floor at `max_steps`, as ML-Agents schedules them (epsilon's
-        and beta's schedule, when not given, is the learning rate's)."""
+        decaying linearly to its floor at `max_steps`, as ML-Agents schedules them
+        (`Hyperparameters.schedules`)."""
         hp = self.config.hyperparameters
 
         def scheduled(kind: str, initial: float, floor: float) -> float:
@@ -420,9 +427,10 @@ class Trainer:
                 return initial
             return linear_decay(initial, floor, self.agent_steps, self.config.max_steps)
 
-        return (scheduled(hp.learning_rate_schedule, hp.learning_rate, 1e-10),
-                scheduled(hp.epsilon_schedule or hp.learning_rate_schedule, hp.epsilon, 0.1),
-                scheduled(hp.beta_schedule or hp.learning_rate_schedule, hp.beta, 1e-5))
+        kinds = hp.schedules()
+        return (scheduled(kinds["learning_rate_schedule"], hp.learning_rate, 1e-10),
+                scheduled(kinds["epsilon_schedule"], hp.epsilon, 0.1),
+                scheduled(kinds["beta_schedule"], hp.beta, 1e-5))
 
     def _diverged_message(self, what: str) -> str:
         last = self.last_checkpoint or "none written yet"

@@ -149,7 +149,7 @@ def test_play_writes_frames(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["NoSuchTask-v0"], "unknown task 'NoSuchTask-v0'; choose from ["),
+    (["NoSuchTask-v0"], "unknown task 'NoSuchTask-v0'; registered: ["),
     (["Goal-v0", "--episodes", "0"], "--episodes must be >= 1, got 0"),
     (["Goal-v0", "--env-kwargs", "[3]"], "--env-kwargs must be a JSON object"),
     # conftest runs pygame with SDL_VIDEODRIVER=dummy: a window would silently show nothing
