@@ -102,6 +102,16 @@ def _lock(handle, run_dir: Path) -> None:
                              "two runs cannot share a folder") from None
 
 
+def last_wall_seconds(path: Path) -> float:
+    """The wall_s of the last row of a metrics.csv (0 when there is none to read)."""
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        return float(rows[-1]["wall_s"]) if rows else 0.0
+    except (OSError, KeyError, TypeError, ValueError):  # absent, or not ours: start at 0
+        return 0.0
+
+
 def truncate_metrics(path: Path, agent_steps: int) -> None:
     """Keep the header and the rows up to `agent_steps`, stopping at the first row past it or
     half written (atomically)."""

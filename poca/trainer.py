@@ -459,6 +459,10 @@ class _MetricsWriter:
 
     def __init__(self, run_dir: Path | None, progress: bool, total: int, initial: int):
         self.start, self.start_steps = time.perf_counter(), initial
+        # a resumed run's wall_s goes on from where metrics.csv (truncated to the checkpoint)
+        # left off, so that its curves over wall time stay one curve
+        self.wall_before = 0.0 if run_dir is None else runfolder.last_wall_seconds(
+            run_dir / "metrics.csv")
         self.bar = None
         if progress:
             from tqdm import tqdm
@@ -501,7 +505,7 @@ class _MetricsWriter:
                "mean_group_return": _mean_group_return(trainer),
                "mean_team_return": mean_of_last(trainer.team_log),
                "agent_steps_per_s": self._rate(trainer),
-               "wall_s": time.perf_counter() - self.start, **stats}
+               "wall_s": self.wall_before + time.perf_counter() - self.start, **stats}
         if self.csv is not None:
             self.csv.writerow(row)
             self.file.flush()

@@ -141,6 +141,17 @@ def test_python_resume_uses_the_runs_config(tmp_path):
     assert checkpoint.load(run / "checkpoints" / "latest.pt")["env_kwargs"] == {"num_agents": 3}
 
 
+def test_wall_seconds_go_on_across_a_resume(tmp_path):
+    run = tmp_path / "run"
+    train("Goal-v0", small_config(), run_dir=run)
+    train("Goal-v0", small_config(max_steps=1200), run_dir=run, resume=True)
+    with open(run / "metrics.csv", newline="") as f:
+        rows = [(int(r["agent_steps"]), float(r["wall_s"])) for r in csv.DictReader(f)]
+    assert [s for s, _ in rows] == sorted(s for s, _ in rows) and rows[-1][0] >= 1200
+    walls = [w for _, w in rows]
+    assert walls == sorted(walls), walls  # no restart at 0 where the second process began
+
+
 def test_a_run_folder_is_claimed_by_one_process(tmp_path, capsys):
     run = tmp_path / "run"
     with runfolder.claim(run, fresh=True, agent_steps=0):
