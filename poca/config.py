@@ -116,6 +116,13 @@ class RewardSignals:
     extrinsic: ExtrinsicSettings = field(default_factory=ExtrinsicSettings)
 
 
+def _merged(old, new):
+    """`new` laid over `old`: mappings key by key (recursively), anything else replaced."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return {**old, **{key: _merged(old.get(key), value) for key, value in new.items()}}
+    return new
+
+
 @dataclass
 class POCAConfig:
     """Everything a run is made of, in ML-Agents' layout (one behavior's settings), plus the
@@ -203,7 +210,9 @@ class POCAConfig:
         return dataclasses.asdict(self)
 
     def override(self, dotted: dict) -> POCAConfig:
-        """A copy with `{"hyperparameters.learning_rate": 1e-3, "num_envs": 8}` applied."""
+        """A copy with `{"hyperparameters.learning_rate": 1e-3, "num_envs": 8}` applied. A
+        mapping given for a section is merged into it, key by key (`{"hyperparameters":
+        {"beta": 0.02}}` changes beta alone), as the same keys given one by one would be."""
         data = self.to_dict()
         for key, value in dotted.items():
             *parents, leaf = key.split(".")
@@ -215,7 +224,7 @@ class POCAConfig:
                     raise ValueError(f"{'.'.join(parents[:depth + 1])} is a setting, not a "
                                      f"section: {key!r} names nothing")
                 node = node[p]
-            node[leaf] = value
+            node[leaf] = _merged(node.get(leaf), value)
         return POCAConfig.from_dict(data)
 
     def rollout_sizes(self, num_agents: int) -> tuple[int, int]:

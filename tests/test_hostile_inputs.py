@@ -761,3 +761,21 @@ def test_set_with_a_value_that_is_not_yaml_is_a_usage_error(capsys):
     err = capsys.readouterr().err
     assert "network_settings.hidden_units: the value '[1' is not valid YAML" in err
     assert "Traceback" not in err
+
+
+def test_set_with_a_mapping_merges_into_the_section(tmp_path):
+    """`--set hyperparameters={beta: 0.02}` changes beta alone: the rest of the section as the
+    config file set it stays (it was silently reset to the defaults)."""
+    from poca.cli import _assignment
+
+    goal = POCAConfig.load("goal")
+    changed = goal.override(dict([_assignment("hyperparameters={beta: 0.02}")]))
+    assert changed.hyperparameters.beta == 0.02
+    for key in ("learning_rate", "learning_rate_schedule", "lambd", "batch_size", "buffer_size"):
+        assert getattr(changed.hyperparameters, key) == getattr(goal.hyperparameters, key), key
+    memory = goal.override({"network_settings": {"memory": {"memory_size": 32}}})
+    assert memory.network_settings.memory.memory_size == 32
+    assert memory.network_settings.hidden_units == goal.network_settings.hidden_units
+    assert memory.override({"network_settings.memory": None}).network_settings.memory is None
+    with pytest.raises(ValueError, match="bta"):
+        goal.override({"hyperparameters": {"bta": 0.02}})
