@@ -577,13 +577,23 @@ def _warn_unless_seeded(env: GroupEnv, name: str) -> None:
 
 def checked(env: GroupEnv) -> GroupEnv:
     """`env` (from someone else's code) with every reset and step checked where its values
-    enter: a NaN/inf reward, group reward or alive agent's observation raises a ValueError
-    naming the env, the agent, the field and the step."""
+    enter, each failure a ValueError naming the env, the agent, the field and the step:
+    a reward, group reward or alive agent's observation that is NaN/inf or beyond float32's
+    range (what the trainer computes in); a reward paid to an agent that was not in the episode
+    (it would be lost); an agent reported terminated or truncated that stays alive while its
+    group goes on; and a group left with no agent alive that is not done (a trainer waiting for
+    its agents to act would wait forever)."""
     reset, step = env.reset, env.step
-    steps = np.zeros(env.num_envs, np.int64)
+    E, A = env.num_envs, env.max_agents
+    steps = np.zeros(E, np.int64)
+    acting = np.zeros((E, A), bool)  # who was alive for the step being checked
+    name = type(env).__name__
+
+    def fail(call, e, a, what):
+        who = "" if a is None else f", agent {a}"
+        raise ValueError(f"{name}.{call}: env {e}{who}: {what} (episode step {steps[e]})")
 
     def check(out, call: str):
-        E, A = env.num_envs, env.max_agents
         fields = [("group_reward", np.asarray(out.group_reward).reshape(E, 1), None),
                   ("reward", np.asarray(out.reward), None)]
         fields += [(f"observation {o.name!r}", np.asarray(x).reshape(E, A, -1), out.alive)
@@ -591,16 +601,37 @@ def checked(env: GroupEnv) -> GroupEnv:
         for field, x, alive in fields:
             if x.dtype.kind != "f":
                 continue
-            bad = ~np.isfinite(x) if alive is None else ~np.isfinite(x).all(-1) & alive
+            bad = ~(np.abs(x) <= FLOAT32_MAX)  # NaN, inf, or inf once made float32: [E, A]
+            bad = bad if alive is None else bad.any(-1) & alive  # obs [E, A, ...]: alive rows
             if bad.any():
                 e, a = np.argwhere(bad)[0]
-                who = "" if field == "group_reward" else f", agent {a}"
-                raise ValueError(f"{type(env).__name__}.{call}: env {e}{who}: {field} is NaN/inf "
-                                 f"(episode step {steps[e]})")
+                fail(call, e, None if field == "group_reward" else a,
+                     f"{field} is NaN/inf or beyond float32's range")
+        alive, done = np.asarray(out.alive, bool), np.asarray(out.group_done, bool)
+        paid = (np.asarray(out.reward) != 0) & ~acting
+        if paid.any():
+            e, a = np.argwhere(paid)[0]
+            fail(call, e, a, f"reward {out.reward[e, a]} paid to an agent that was not in the "
+                             "episode (it would be lost); pay it while the agent is alive")
+        ended = (np.asarray(out.terminated, bool) | np.asarray(out.truncated, bool))
+        stays = ended & alive & ~done[:, None]
+        if stays.any():
+            e, a = np.argwhere(stays)[0]
+            fail(call, e, a, "reported terminated or truncated, yet still alive while its group "
+                             "goes on; an agent that ends must leave self.alive")
+        empty = ~alive.any(-1)
+        if empty.any():
+            e = int(np.flatnonzero(empty)[0])
+            fail(call, e, None, "no agent is alive, yet the group is not done: every episode "
+                                "needs an agent alive until it ends (set self.alive in "
+                                "_reset_envs; an agent that leaves must be reported terminated "
+                                "or truncated)")
+        acting[:] = alive
         return out
 
     def checked_reset(seed=None):
         steps[:] = 0
+        acting[:] = False
         return check(reset(seed=seed), "reset()")
 
     def checked_step(actions):

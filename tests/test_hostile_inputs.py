@@ -23,7 +23,7 @@ from pettingzoo import ParallelEnv
 import envs
 from envs.core import GroupEnv, GroupSpec, ObsSpec
 from poca import checkpoint
-from poca.adapters import ParallelEnvGroup, make_env
+from poca.adapters import ParallelEnvGroup, checked, make_env
 from poca.cli import main
 from poca.config import POCAConfig
 from poca.evaluate import evaluate, load_actor
@@ -645,9 +645,10 @@ def poisoned_goal(num_envs, what="reward", after=40, scale=math.nan):
 
 GUARD_CASES = [  # (env kwargs, config overrides, exception, CLI exit status, fragment)
     ({"what": "reward"}, {}, ValueError, 2,
-     "step(): env 0: group_reward is NaN/inf (episode step "),
+     "step(): env 0: group_reward is NaN/inf or beyond float32's range (episode step "),
     ({"what": "obs"}, {}, ValueError, 2,
-     "step(): env 0, agent 0: observation 'vector' is NaN/inf (episode step "),
+     "step(): env 0, agent 0: observation 'vector' is NaN/inf or beyond float32's range "
+     "(episode step "),
     ({"what": "obs", "scale": 1e30}, {"network_settings.normalize": True}, TrainingDiverged, 1,
      "the normaliser statistics actor.encoder.norms.vector.m2 became NaN/inf at agent-step"),
 ]
@@ -671,6 +672,72 @@ def test_non_finite_values_name_their_first_source(tmp_path, capsys, kwargs, ove
     assert len(err.splitlines()) == 1 and fragment in err, err
     if exc is TrainingDiverged:
         assert "Last good checkpoint: " in err and "step-0000" in err
+
+
+def broken_goal(num_envs, how="no agents at reset", after=3):
+    """Goal-v0 (2 agents) that breaks the GroupEnv contract in one way after `after` steps."""
+    env = envs.make_group("Goal-v0", num_envs=num_envs)
+    reset, step, count = env.reset, env.step, [0]
+
+    def broken_reset(seed=None):
+        out = reset(seed=seed)
+        if how == "no agents at reset":
+            out.alive[:] = False
+        return out
+
+    def broken_step(actions):
+        out = step(actions)
+        count[0] += 1
+        if count[0] == after:
+            if how == "huge reward":
+                out.reward[:] = 0.0
+                out.reward = out.reward.astype(np.float64)
+                out.reward[1, 0] = 1e300
+            elif how == "reward to a slot not alive":  # agent 1 of env 1 leaves...
+                out.alive[1, 1] = False
+                out.terminated[1, 1] = True
+            elif how == "terminated but alive":
+                out.terminated[1, 1] = True
+            elif how == "all left, not done":
+                out.alive[1] = False
+        if count[0] == after + 1 and how == "reward to a slot not alive":
+            out.reward[1, 1] = 0.5  # ...and is paid at the step after it left
+        return out
+
+    env.reset, env.step = broken_reset, broken_step
+    return env
+
+
+BROKEN_GROUP_ENVS = [
+    ("no agents at reset", "reset(): env 0: no agent is alive, yet the group is not done"),
+    ("huge reward", "step(): env 1, agent 0: reward is NaN/inf or beyond float32's range "
+                    "(episode step 3)"),
+    ("terminated but alive", "step(): env 1, agent 1: reported terminated or truncated, yet "
+                             "still alive while its group goes on"),
+    ("all left, not done", "step(): env 1: no agent is alive, yet the group is not done"),
+]
+
+
+@pytest.mark.parametrize("how, fragment", BROKEN_GROUP_ENVS, ids=[c[0] for c in BROKEN_GROUP_ENVS])
+def test_a_group_env_that_breaks_the_contract_is_named_not_hung(how, fragment):
+    """A factory's GroupEnv with no agent alive used to hang training at 0 agent-steps; a
+    reward of 1e300 became inf in float32 and read as a diverged loss."""
+    with pytest.raises(ValueError, match="GoalGroup") as info:
+        train(functools.partial(broken_goal, how=how), small_config(max_steps=600))
+    assert fragment in str(info.value), str(info.value)
+
+
+def test_a_group_env_paying_an_agent_not_in_the_episode_is_refused():
+    env = checked(broken_goal(4, how="reward to a slot not alive"))
+    env.reset(seed=0)
+    C, branches = env.spec.action_sizes
+    noop = {"continuous": np.zeros((4, 2, C), np.float32)} if C else {}
+    if branches:
+        noop["discrete"] = np.zeros((4, 2, len(branches)), np.int64)
+    with pytest.raises(ValueError, match=r"step\(\): env 1, agent 1: reward 0.5 paid to an agent "
+                                         r"that was not in the episode"):
+        for _ in range(5):
+            env.step(noop)
 
 
 def test_trainer_on_an_unchecked_env_stops_at_a_non_finite_reward(tmp_path):
