@@ -31,7 +31,11 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 def _components(space: spaces.Space, where: str) -> list[tuple[str, spaces.Space]]:
     if isinstance(space, spaces.Dict):
-        return [(k, s) for k, s in space.spaces.items() if k != "action_mask"]
+        parts = [(k, s) for k, s in space.spaces.items() if k != "action_mask"]
+        if not parts:
+            raise ValueError(f"{where}: the observation space {space} holds no observation "
+                             "besides its action_mask; the policy needs something to see")
+        return parts
     if isinstance(space, (spaces.Box, spaces.Discrete)):
         return [("obs", space)]
     raise TypeError(f"{where}: unsupported observation space {space}; supported: {SUPPORTED}")
@@ -51,6 +55,9 @@ def _obs_spec(name: str, space: spaces.Space, where: str) -> ObsSpec:
                         f"supported: {SUPPORTED}")
     if _is_image(space):
         return ObsSpec(name, "image", tuple(space.shape), 0.0, 255.0)
+    if not np.prod(space.shape):
+        raise ValueError(f"{where}: the observation {name!r} is empty ({space}); give it at "
+                         "least one number, or leave it out")
     low, high = np.min(space.low), np.max(space.high)
     return ObsSpec(name, "vector", (int(np.prod(space.shape)),), float(max(low, -1e9)),
                    float(min(high, 1e9)))
@@ -250,11 +257,30 @@ class ParallelEnvGroup(GroupEnv):
             if mask is None:
                 self.mask[e, i] = True
                 return
+            self.mask[e, i] = self._flat_mask(mask, f"{where}: its action_mask")
+
+    def _flat_mask(self, mask, where: str) -> np.ndarray:
+        """An agent's action mask as `sum(branches)` bools: one flat array, or Gymnasium's
+        per-branch form for MultiDiscrete (a tuple of arrays, as `MultiDiscrete.sample(mask=)`
+        takes)."""
+        branches = self.spec.discrete_branches
+        n = self.mask.shape[2]
+        if isinstance(mask, (tuple, list)) and len(mask) == len(branches) > 1 and all(
+                np.ndim(part) == 1 for part in mask):
+            if [np.size(part) for part in mask] != list(branches):
+                raise ValueError(f"{where}: per branch, its parts must hold {list(branches)} "
+                                 f"bools, got {[np.size(part) for part in mask]}")
+            mask = np.concatenate([np.asarray(part) for part in mask])
+        try:
             mask = np.asarray(mask)
-            if mask.size != self.mask.shape[2] or mask.dtype.kind not in "biu":
-                raise ValueError(f"{where}: its action_mask must be {self.mask.shape[2]} bools, "
-                                 f"got {mask.dtype} {list(mask.shape)}")
-            self.mask[e, i] = mask.astype(bool).reshape(-1)
+        except ValueError:  # ragged
+            mask = np.asarray(None)
+        if mask.shape != (n,) or mask.dtype.kind not in "biu":
+            per_branch = (f", or a tuple of {len(branches)} arrays of {list(branches)} bools"
+                          if len(branches) > 1 else "")
+            raise ValueError(f"{where} must be {n} bools in one flat array{per_branch}; got "
+                             f"{mask.dtype} {list(mask.shape)}")
+        return mask.astype(bool)
 
     def random_bits(self, idx, step=0):
         if not self.first_copy:

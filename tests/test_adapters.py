@@ -542,3 +542,63 @@ def test_an_env_whose_reset_ignores_the_seed_is_warned_about():
 
     with pytest.raises(ValueError, match=r"reset\(\) must return \(observations, infos\)"):
         make_env(ObservationsOnly, 2)
+
+
+class BranchMasked(Leaving):
+    """MultiDiscrete([3, 2]) actions with the mask in infos in Gymnasium's per-branch form (a
+    tuple of arrays, as MultiDiscrete.sample(mask=...) takes): only (2, 0) is allowed."""
+
+    mask = (np.array([0, 0, 1], np.int8), np.array([1, 0], np.int8))
+
+    @functools.cache
+    def action_space(self, agent):
+        return spaces.MultiDiscrete([3, 2])
+
+    def _infos(self, infos):
+        return {a: {**info, "action_mask": self.mask} for a, info in infos.items()}
+
+    def reset(self, seed=None, options=None):
+        obs, infos = super().reset(seed, options)
+        return obs, self._infos(infos)
+
+    def step(self, actions):
+        assert all(list(v) == [2, 0] for v in actions.values()), actions
+        obs, rew, term, trunc, infos = super().step({a: 1 for a in actions})
+        return obs, rew, term, trunc, self._infos(infos)
+
+
+def test_multidiscrete_masks_per_branch_are_read_as_gymnasium_gives_them():
+    step = ParallelEnvGroup(BranchMasked, num_envs=2).reset(seed=0)
+    np.testing.assert_array_equal(step.action_mask[0, 0], [False, False, True, True, False])
+    config = POCAConfig().override({"hyperparameters.batch_size": 32,
+                                    "hyperparameters.buffer_size": 64, "num_envs": 2,
+                                    "network_settings.hidden_units": 16, "max_steps": 300})
+    assert train(BranchMasked, config).episodes > 0  # the env asserts only (2, 0) arrives
+
+
+@pytest.mark.parametrize("mask, fragment", [
+    ((np.ones(3, np.int8), np.ones(3, np.int8)), "per branch, its parts must hold [3, 2] bools, "
+                                                 "got [3, 3]"),
+    (np.ones((5, 1), np.int8), "its action_mask must be 5 bools in one flat array, or a tuple of "
+                               "2 arrays of [3, 2] bools; got int8 [5, 1]"),
+    ([np.ones(3), np.ones((2, 2))], "its action_mask must be 5 bools in one flat array"),
+])
+def test_masks_of_the_wrong_shape_name_both_accepted_forms(mask, fragment):
+    factory = type("WrongMask", (BranchMasked,), {"mask": mask})
+    with pytest.raises(ValueError, match="agent 'a_0'") as info:
+        ParallelEnvGroup(factory, num_envs=1).reset(seed=0)
+    assert fragment in str(info.value), str(info.value)
+
+
+def test_an_empty_box_observation_is_one_clear_error():
+    factory = type("Empty", (Leaving,), {"observation_space": functools.cache(
+        lambda self, agent: spaces.Box(-1, 1, (0,), np.float32))})
+    with pytest.raises(ValueError, match="the observation 'obs' is empty"):
+        ParallelEnvGroup(factory, num_envs=1)
+
+
+def test_a_dict_observation_of_only_an_action_mask_is_one_clear_error():
+    factory = type("OnlyMask", (Leaving,), {"observation_space": functools.cache(
+        lambda self, agent: spaces.Dict({"action_mask": spaces.MultiBinary(3)}))})
+    with pytest.raises(ValueError, match="holds no observation besides its action_mask"):
+        ParallelEnvGroup(factory, num_envs=1)

@@ -161,7 +161,7 @@ ENV_CASES = [  # (defect, at, discrete obs, exception, fragment)
     ("mask missing", 2, False, ValueError, "agent 'b': observation lacks the key(s) "
                                            "['action_mask']"),
     ("mask short", 2, False, ValueError, "agent 'b': observation: its action_mask must be 2 "
-                                         "bools, got int8 [1]"),
+                                         "bools in one flat array; got int8 [1]"),
     ("no infos", 0, False, ValueError, "reset: reset() must return (observations, infos)"),
     ("infos None", 0, False, ValueError, "reset: reset() returned infos = None, not a dict"),
     ("no agents", 0, False, ValueError, "env copy 0, reset: no agents after reset()"),
