@@ -437,6 +437,12 @@ class ParallelEnvGroup(GroupEnv):
                 f"{type(copy).__name__} was made with render_mode="
                 f"{getattr(copy, 'render_mode', None)!r}; rendering it needs its factory to take "
                 "render_mode and be made with render_mode='rgb_array'")
+        from pettingzoo import ParallelEnv
+
+        if getattr(type(copy), "render", None) is ParallelEnv.render:
+            raise NotImplementedError(f"{type(copy).__name__} has no render() of its own (it "
+                                      "inherits PettingZoo's, which draws nothing): there is "
+                                      "nothing to show or record")
         image = copy.render()
         if image is None:
             raise ValueError(f"{type(copy).__name__}.render() returned None; expected an "

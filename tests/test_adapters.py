@@ -433,6 +433,17 @@ def test_render_returning_none_says_so():
         env.frame(0, 0.0)
 
 
+def test_an_env_without_a_render_of_its_own_says_so():
+    """PettingZoo's base render() raises a bare NotImplementedError (an empty message)."""
+    class Unseen(Leaving):
+        render_mode = "rgb_array"
+
+    env = ParallelEnvGroup(Unseen, num_envs=1)
+    env.reset(seed=0)
+    with pytest.raises(NotImplementedError, match=r"Unseen has no render\(\) of its own"):
+        env.frame(0, 0.0)
+
+
 def test_copies_are_seeded_independently_and_reproducibly():
     a = ParallelEnvGroup(lambda: GroupParallelEnv(num_agents=2), num_envs=4)
     b = ParallelEnvGroup(lambda: GroupParallelEnv(num_agents=2), num_envs=4)
