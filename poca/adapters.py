@@ -171,7 +171,7 @@ class ParallelEnvGroup(GroupEnv):
         self.slots: list[dict[str, int]] = [{} for _ in range(E)]
         self._has_mask = (isinstance(self.obs_space, spaces.Dict)
                           and "action_mask" in self.obs_space.spaces)
-        self.pays_group_reward = False  # until its infos show a group_reward (see _reset_envs)
+        self.pays_group_reward = False  # until its infos (at reset or a step) show a group_reward
         self._final_frames: dict[int, np.ndarray] = {}  # for rendering: ended episodes' last
         self._started = np.zeros(E, dtype=bool)
 
@@ -334,6 +334,7 @@ class ParallelEnvGroup(GroupEnv):
         `death_mode="absorb"`) reports 0, so a 0 never overwrites another agent's report, and two
         different non-zero reports are an error."""
         if "group_reward" in info and "individual_reward" in info:
+            self.pays_group_reward = True  # also when its reset infos did not say so
             reward[e, i] = _number(info["individual_reward"], f"{field} infos['individual_reward']")
             group = np.float32(_number(info["group_reward"], f"{field} infos['group_reward']"))
             if group and group_reward[e] and group != group_reward[e]:

@@ -433,6 +433,23 @@ def test_render_returning_none_says_so():
         env.frame(0, 0.0)
 
 
+class QuietReset(GroupParallelEnv):
+    """groupenvs' PettingZoo view, its reset infos empty (as most envs leave them): only its
+    step infos show the group reward."""
+
+    def reset(self, seed=None, options=None):
+        obs, infos = super().reset(seed, options)
+        return obs, {agent: {} for agent in infos}
+
+
+def test_a_group_reward_shown_only_in_step_infos_makes_the_group_return_the_headline():
+    env = ParallelEnvGroup(lambda: QuietReset(num_agents=2), num_envs=2)
+    env.reset(seed=0)
+    assert not env.pays_group_reward  # nothing shown yet
+    env.step(act(env))
+    assert env.pays_group_reward
+
+
 def test_an_env_without_a_render_of_its_own_says_so():
     """PettingZoo's base render() raises a bare NotImplementedError (an empty message)."""
     class Unseen(Leaving):
