@@ -207,6 +207,7 @@ class GroupEnv(ABC):
     spec: GroupSpec
     # Whether the task pays a group reward: then the group return is its headline score; else
     # (e.g. a PettingZoo env through poca.adapters) the team return, the sum of all rewards, is.
+    # A task that pays only rewards to agents sets it False (its group return would stay 0).
     pays_group_reward: bool = True
 
     def __init__(self, spec: GroupSpec, num_envs: int):

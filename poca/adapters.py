@@ -440,7 +440,7 @@ class ParallelEnvGroup(GroupEnv):
                 "render_mode and be made with render_mode='rgb_array'")
         from pettingzoo import ParallelEnv
 
-        if getattr(type(copy), "render", None) is ParallelEnv.render:
+        if getattr(copy.render, "__func__", None) is ParallelEnv.render:
             raise NotImplementedError(f"{type(copy).__name__} has no render() of its own (it "
                                       "inherits PettingZoo's, which draws nothing): there is "
                                       "nothing to show or record")

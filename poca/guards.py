@@ -1,5 +1,5 @@
-"""Checks the training loop runs between its steps: non-finite values (with their first source),
-reward scales that drown the critic, and a headline score that cannot move."""
+"""Checks the training loop runs between its steps: non-finite values (with their first source)
+and reward scales that drown the critic."""
 
 from __future__ import annotations
 
@@ -54,21 +54,3 @@ def warn_reward_scale(trainer, stats: dict) -> None:
             f"value loss {loss:.3g} at agent-step {trainer.agent_steps}: the returns are huge, "
             f"so the critic learns slowly and drowns the policy's signal. To fix it, {fixes}",
             RuntimeWarning, stacklevel=3)
-
-
-def warn_silent_group_reward(trainer) -> None:
-    """Once per trainer: warn when an env that says it pays a group reward (`GroupEnv`'s
-    `pays_group_reward`, True unless a task sets it) has paid none in its first `LAST` episodes
-    while its agents were paid: the headline score, the group return, then reads 0 throughout."""
-    from poca.curves import LAST
-
-    if (getattr(trainer, "_checked_headline", False) or not trainer.env.pays_group_reward
-            or trainer.episodes < LAST):
-        return
-    trainer._checked_headline = True
-    if not any(r for _, r in trainer.episode_log) and any(trainer.team_log):
-        warnings.warn(
-            f"{type(trainer.env).__name__} paid no group reward in its first {trainer.episodes} "
-            "episodes, only rewards to agents, so the group return it leads with stays 0. If the "
-            "task pays no group reward, set pays_group_reward = False on its class: the team "
-            "return (the sum of all rewards) then leads", RuntimeWarning, stacklevel=3)

@@ -191,7 +191,6 @@ class Trainer:
                         raise TrainingDiverged(self._diverged_message(source))
                     safe = None  # the live state is whole again
                     guards.warn_reward_scale(self, stats)
-                    guards.warn_silent_group_reward(self)
                     writer.progress(self, stats)
                     if self.agent_steps >= next_summary or self.agent_steps >= cfg.max_steps:
                         writer.summary(self, stats)

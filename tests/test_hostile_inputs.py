@@ -747,32 +747,6 @@ def test_trainer_on_an_unchecked_env_stops_at_a_non_finite_reward(tmp_path):
         trainer.run()
 
 
-def individual_rewards_only(num_envs):
-    """Goal-v0 paying its rewards to the agents instead of to the group, its class still saying
-    (by the GroupEnv default) that it pays a group reward."""
-    env = envs.make_group("Goal-v0", num_envs=num_envs)
-    step = env.step
-
-    def moved(actions):
-        out = step(actions)
-        out.reward += out.group_reward[:, None] * out.terminated
-        out.group_reward[:] = 0.0
-        return out
-
-    env.step = moved
-    return env
-
-
-def test_a_group_env_that_pays_no_group_reward_is_told_how_to_lead_with_the_team_return():
-    with pytest.warns(RuntimeWarning, match="paid no group reward in its first") as record:
-        result = train(individual_rewards_only, small_config(max_steps=1500))
-    assert result.mean_return() == 0.0
-    assert sum("pays_group_reward = False" in str(w.message) for w in record) == 1
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)
-        train("Goal-v0", small_config(max_steps=1500))  # a group reward paid: no warning
-
-
 def test_huge_rewards_warn_once_about_strength_and_value_normalization(tmp_path):
     with pytest.warns(RuntimeWarning, match="reward_signals.extrinsic.strength") as record:
         train(functools.partial(poisoned_goal, what="reward", after=0, scale=1e9),
