@@ -25,6 +25,14 @@ MLAGENTS_SECTIONS = {
     "torch_settings": "use --device and --threads",
     "engine_settings": "not used: environments here run in Python",
     "environment_parameters": "use --env-kwargs",
+    "default_settings": "write its settings into the one behavior",
+}
+# ML-Agents' per-behavior keys that poca does not implement, and what to do about them.
+MLAGENTS_KEYS = {
+    "self_play": "not implemented: poca trains one cooperative team",
+    "behavioral_cloning": "not implemented",
+    "init_path": "continue a run with --resume --run-dir instead",
+    "even_checkpoints": "checkpoints come every checkpoint_interval",
 }
 SEED_RANGE = (0, 2**32 - 1)
 # The `critic` key: MA-POCA and the two ablations of its paper (Cohen et al., arXiv 2111.05992,
@@ -323,7 +331,10 @@ def _build(cls, data, where: str):
     fields = {f.name: f for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - set(fields))
     if unknown:
-        raise ValueError(f"unknown key(s) {unknown} in {where or 'config'}; valid: {list(fields)}")
+        hints = [f"{key} (ML-Agents' setting, {MLAGENTS_KEYS[key]}; remove it)" for key in unknown
+                 if not where and key in MLAGENTS_KEYS]
+        raise ValueError(f"unknown key(s) {unknown} in {where or 'config'}; valid: {list(fields)}"
+                         + (f"; {'; '.join(hints)}" if hints else ""))
     kwargs = {}
     hints = {name: _resolve(cls, f) for name, f in fields.items()}
     for key, value in data.items():

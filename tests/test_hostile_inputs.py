@@ -402,6 +402,10 @@ CONFIG_FILES = [  # (file name, bytes, fragment)
      "line 3, column 3: invalid YAML: duplicate key 'batch_size'"),
     ("listkey.yaml", b"? [a, b]\n: 1\n", "invalid YAML: found unhashable key"),
     ("seed.yaml", b"seed: -1\n", "seed must be in [0, 4294967295], got -1"),
+    ("selfplay.yaml", b"behaviors:\n  S:\n    self_play: {save_steps: 5}\n",
+     "self_play (ML-Agents' setting, not implemented: poca trains one cooperative team; remove"),
+    ("defaults.yaml", b"default_settings: {}\nbehaviors:\n  S: {}\n",
+     "default_settings (write its settings into the one behavior)"),
 ]
 
 
