@@ -526,9 +526,11 @@ def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
         factory = getattr(module, attr, None)
         if not callable(factory):
             what = "has no attribute" if factory is None else "is not callable:"
-            raise ValueError(f"cannot load environment {env_id!r}: module {module_name!r} "
-                             f"{what} {attr!r}; give module:factory, a function or class that "
-                             "returns a PettingZoo ParallelEnv or a GroupEnv")
+            source = getattr(module, "__file__", None)  # another module of that name may win
+            raise ValueError(f"cannot load environment {env_id!r}: module {module_name!r}"
+                             f"{f' ({source})' if source else ''} {what} {attr!r}; give "
+                             "module:factory, a function or class that returns a PettingZoo "
+                             "ParallelEnv or a GroupEnv")
         return _from_factory(factory, num_envs, env_kwargs, max_agents, env_id, render_mode,
                              *parallel_options)
     import envs

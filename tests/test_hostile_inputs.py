@@ -452,6 +452,7 @@ CLI_CASES = [  # (argv after "train", fragment)
     (["Goal-v0", "--resume"], "--resume needs the --run-dir"),
     (["no_such_module_xyz:make"], "importing 'no_such_module_xyz' failed: ModuleNotFound"),
     (["tests.test_hostile_inputs:nothing_here"], "has no attribute 'nothing_here'"),
+    (["colorsys:make"], "module 'colorsys' ("),  # the file that won, where a user's may not
     (["tests.test_hostile_inputs:not_callable"], "is not callable: 'not_callable'"),
     (["tests.test_hostile_inputs:broken_module_env"], "returned int; expected a PettingZoo"),
     (["Goal-v0", "--max-agents", "4"], "max_agents (--max-agents) applies only to PettingZoo"),
