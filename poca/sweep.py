@@ -11,6 +11,8 @@ only the runs that were going.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -26,10 +28,11 @@ def map_runs(fn: Callable, jobs: Sequence[tuple], workers: int = 1,
     `workers` spawned processes (1: here, in turn).
 
     An exception from a run, or Ctrl-C, stops the sweep and is raised here once the runs going
-    at that moment are over: no further run starts. In processes, those runs finish and reach
-    `done` (a Ctrl-C from the terminal reaches them too, and each stops, saved, at its next
-    update; a second Ctrl-C here stops waiting); on Ray they are cancelled (`ray.cancel`:
-    interrupted like a Ctrl-C, and waited for while they save)."""
+    at that moment are over: no further run starts, and the runs going are interrupted as by a
+    Ctrl-C (each trainer stops, saved, at its next update) and waited for; a second Ctrl-C here
+    stops waiting. In processes each worker gets a SIGINT (POSIX; elsewhere the runs going
+    finish); on Ray the tasks are cancelled (`ray.cancel`). A run that finishes all the same
+    reaches `done`."""
     done = done or (lambda record: None)
     if ray_address is not None:
         return _on_ray(fn, jobs, ray_address, done)
@@ -48,9 +51,22 @@ def map_runs(fn: Callable, jobs: Sequence[tuple], workers: int = 1,
     try:  # never more runs submitted than workers: a submitted run cannot be held back
         return _gather(jobs, lambda job: pool.submit(fn, *job), workers,
                        lambda futures: wait(futures, return_when=FIRST_COMPLETED)[0],
-                       lambda future: future.result(), lambda futures: None, done)
+                       lambda future: future.result(), lambda futures: _interrupt(pool), done)
     finally:
         pool.shutdown(wait=True)
+
+
+def _interrupt(pool: ProcessPoolExecutor) -> None:
+    """SIGINT to each worker of `pool`, as a terminal's Ctrl-C would send: a run's trainer stops
+    at its next update, saved; an idle worker ignores it. Without this, a sweep stopped by one
+    run's failure (or by a SIGINT to this process alone) waited for the others' whole budgets.
+    `_processes` is the executor's own table of workers: it has no public one."""
+    if os.name != "posix":
+        return
+    workers = getattr(pool, "_processes", None) or {}
+    for process in list(workers.values()):
+        with contextlib.suppress(OSError):  # one that has just exited
+            os.kill(process.pid, signal.SIGINT)
 
 
 def _gather(jobs: Sequence[tuple], submit: Callable, limit: int, finished: Callable,

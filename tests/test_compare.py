@@ -1,6 +1,8 @@
 """`poca compare`: one JSON per run, a table per critic, a PNG of the curves, clear errors."""
 
 import json
+import os
+import signal
 import time
 from pathlib import Path
 
@@ -111,6 +113,31 @@ def test_a_failed_run_stops_a_sweep_in_processes_before_the_next_run_starts(tmp_
                  done=finished.append)
     assert finished == ["b"]  # going when a failed: it finished and was handed over
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # c and d never started
+
+
+def _run_until_interrupted(name: str, seconds: float, fail: bool):
+    """A run that, like a trainer, stops early on SIGINT (workers ignore it between runs)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        time.sleep(seconds)
+    except KeyboardInterrupt:
+        return f"{name} interrupted"
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if fail:
+        raise RuntimeError(f"run {name} failed")
+    return name
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the runs going are interrupted by SIGINT")
+def test_a_failed_run_interrupts_the_runs_going_instead_of_waiting_for_them():
+    from poca.sweep import map_runs
+
+    finished, start = [], time.monotonic()
+    with pytest.raises(RuntimeError, match="run a failed"):
+        map_runs(_run_until_interrupted, [("a", 0.5, True), ("b", 120.0, False)], workers=2,
+                 done=finished.append)
+    assert finished == ["b interrupted"] and time.monotonic() - start < 60
 
 
 @pytest.mark.parametrize("workers", [1, 2])
