@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from multiprocessing import get_context
@@ -49,11 +50,32 @@ def map_runs(fn: Callable, jobs: Sequence[tuple], workers: int = 1,
                                initializer=signal.signal, initargs=(signal.SIGINT,
                                                                     signal.SIG_IGN))
     try:  # never more runs submitted than workers: a submitted run cannot be held back
-        return _gather(jobs, lambda job: pool.submit(fn, *job), workers,
-                       lambda futures: wait(futures, return_when=FIRST_COMPLETED)[0],
-                       lambda future: future.result(), lambda futures: _interrupt(pool), done)
+        with _sigterm_as_ctrl_c():
+            return _gather(jobs, lambda job: pool.submit(fn, *job), workers,
+                           lambda futures: wait(futures, return_when=FIRST_COMPLETED)[0],
+                           lambda future: future.result(), lambda futures: _interrupt(pool),
+                           done)
     finally:
         pool.shutdown(wait=True)
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c():
+    """SIGTERM to this process raises KeyboardInterrupt here, as Ctrl-C does, so that the runs
+    going are stopped, saved, and waited for. By default SIGTERM ended this process alone and
+    left its workers training on, orphaned, to the end of their budgets."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+
+    old = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _interrupt(pool: ProcessPoolExecutor) -> None:

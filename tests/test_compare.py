@@ -140,6 +140,35 @@ def test_a_failed_run_interrupts_the_runs_going_instead_of_waiting_for_them():
     assert finished == ["b interrupted"] and time.monotonic() - start < 60
 
 
+@pytest.mark.skipif(os.name != "posix", reason="signals to one process")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_compare_alone_stops_its_worker_runs_saved(tmp_path, signum):
+    """kill -TERM (or -INT) to compare's process, not to its workers: the runs going stop,
+    saved, and compare exits 130. SIGTERM used to end compare alone, its workers training on,
+    orphaned, to the end of their budgets."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "cmp"
+    with open(tmp_path / "stderr", "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "poca.cli", "compare", "groupenvs/Goal-v0", "--config", "goal",
+             "--critics", "attention", "--seeds", "2", "--workers", "2", "--max-steps",
+             "100000000", "--eval-episodes", "5", "--out", str(out)],
+            cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL, stderr=err)
+        deadline = time.monotonic() + 120
+        while len(list(out.glob("*/checkpoints/step-*.pt"))) < 2:  # both runs under way
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        proc.send_signal(signum)
+        assert proc.wait(timeout=60) == 130
+    files = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    time.sleep(2)
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == files  # no orphan
+    assert sorted(p.parent.parent.name for p in out.glob("*/checkpoints/latest.pt")) == [
+        "attention-seed0", "attention-seed1"]
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_map_runs_hands_over_each_finished_run_before_a_failure_stops_it(workers):
     import operator
