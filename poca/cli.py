@@ -225,35 +225,22 @@ def _new_run_dir(env_id: str) -> Path:
 
 
 def _eval(args) -> int:
-    import numpy as np
-
     from envs.core import check_int
     from poca import checkpoint
     from poca.adapters import make_env
-    from poca.evaluate import EVAL_BATCH, episode_returns, load_actor
+    from poca.evaluate import checkpoint_returns
 
     check_int("--episodes", args.episodes, 1)
     check_int("--seed", args.seed, 0, 2**32 - 1)
     state = checkpoint.load(args.checkpoint)
     env_kwargs = state["env_kwargs"] if args.env_kwargs is None else args.env_kwargs
-    # at most EVAL_BATCH env copies at once (a thousand copies of a big PettingZoo env do not
-    # fit in memory), in equal batches; batch k > 0 draws its episodes from (seed, k)
-    batches = -(-args.episodes // EVAL_BATCH)
-    returns, actor = [], None
-    for k in range(batches):
-        env = make_env(args.env_id, -(-args.episodes // batches), env_kwargs,
-                       _max_agents(args, state), max_episode_steps=args.max_episode_steps)
-        actor = load_actor(args.checkpoint, env, state) if actor is None else actor
-        seed = args.seed if k == 0 else int(np.random.SeedSequence([args.seed, k])
-                                             .generate_state(1)[0])
-        try:
-            returns.append(episode_returns(actor, env, seed, args.deterministic))
-        finally:
-            env.close()
-    group, team = (np.concatenate(r)[:args.episodes] for r in zip(*returns, strict=True))
+    group, team, pays_group_reward = checkpoint_returns(
+        args.checkpoint, lambda n: make_env(args.env_id, n, env_kwargs, _max_agents(args, state),
+                                            max_episode_steps=args.max_episode_steps),
+        args.episodes, args.seed, args.deterministic, state)
     # the headline (mean, std, min, max) is the group return where the env pays one, else the
     # team return; both are reported as group_* and team_*
-    name, other = _scores(env.pays_group_reward)
+    name, other = _scores(pays_group_reward)
     returns = group if name == "group return" else team
     result = {"env_id": args.env_id, "episodes": len(returns), "score": name,
               "mean": float(returns.mean()), "std": float(returns.std()),

@@ -118,17 +118,18 @@ def run(args) -> int:
 def _one_run(env_id, config: dict, env_kwargs, max_agents, eval_episodes, max_episode_steps,
              run_dir) -> dict:
     from poca.adapters import make_env
-    from poca.evaluate import evaluate, load_actor
+    from poca.evaluate import checkpoint_returns
     from poca.trainer import train
 
     config = POCAConfig.from_dict(config)
     result = train(env_id, config, env_kwargs, run_dir, progress=False,
                    max_agents=max_agents).finished(run_dir)
-    env = make_env(env_id, eval_episodes, env_kwargs, max_agents,
-                   max_episode_steps=max_episode_steps)
+    group, team_returns, _ = checkpoint_returns(
+        result.checkpoint, lambda n: make_env(env_id, n, env_kwargs, max_agents,
+                                              max_episode_steps=max_episode_steps),
+        eval_episodes, EVAL_SEED + config.seed)
     team = not result.pays_group_reward  # the headline score of the env
-    returns = evaluate(load_actor(result.checkpoint, env), env, EVAL_SEED + config.seed,
-                       team=team)
+    returns = team_returns if team else group
     scores = result.episode_log if not team else [
         (steps, t) for (steps, _), t in zip(result.episode_log, result.team_log, strict=True)]
     return {"env_id": env_id, "critic": config.critic, "seed": config.seed,

@@ -33,6 +33,31 @@ def load_actor(path: str | Path, env: GroupEnv, state: dict | None = None) -> Ac
 EVAL_BATCH = 256  # env copies `poca eval` runs at once
 
 
+def checkpoint_returns(path: str | Path, make_env, episodes: int, seed: int = 0,
+                       deterministic: bool = False, state: dict | None = None
+                       ) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(group returns, team returns, whether the env pays a group reward) of `episodes` fresh
+    episodes of the policy saved at `path`, on envs made by `make_env(num_envs)`.
+
+    At most `EVAL_BATCH` env copies run at once (a thousand copies of a big PettingZoo env do
+    not fit in memory), in equal batches; batch k > 0 draws its episodes from (seed, k), so up
+    to `EVAL_BATCH` episodes are exactly `episode_returns` on one env of that many copies."""
+    batches = -(-episodes // EVAL_BATCH)
+    returns, actor = [], None
+    for k in range(batches):
+        env = make_env(-(-episodes // batches))
+        try:
+            actor = load_actor(path, env, state) if actor is None else actor
+            batch_seed = seed if k == 0 else int(np.random.SeedSequence([seed, k])
+                                                 .generate_state(1)[0])
+            returns.append(episode_returns(actor, env, batch_seed, deterministic))
+            pays_group_reward = env.pays_group_reward
+        finally:
+            env.close()
+    group, team = (np.concatenate(r)[:episodes] for r in zip(*returns, strict=True))
+    return group, team, pays_group_reward
+
+
 def evaluate(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = False,
              team: bool = False) -> np.ndarray:
     """Group return (with `team`: group + individual rewards) of the first episode of each of
