@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 import envs
+from envs.core import check_int
+from envs.pettingzoo import GroupParallelEnv
 from envs.render import check_display
 
 
@@ -41,8 +43,6 @@ def _keyboard_action(space):
 def play(task: str, episodes: int, seed: int, env_kwargs: dict, render: str | None = None,
          save: Path | None = None, keyboard: bool = False) -> list[float]:
     """Play in the PettingZoo view; returns the group return of each episode."""
-    from envs.pettingzoo import GroupParallelEnv
-
     if keyboard and render != "human":
         raise SystemExit("--keyboard needs --render human")
     env = GroupParallelEnv(task, render_mode=render, **env_kwargs)
@@ -57,7 +57,10 @@ def play(task: str, episodes: int, seed: int, env_kwargs: dict, render: str | No
             if keyboard and "agent_0" in actions:
                 actions["agent_0"] = _keyboard_action(env.action_space("agent_0"))
             _, _, _, _, infos = env.step(actions)
-            group_return += next(iter(infos.values()))["group_reward"]
+            # the group's reward: every agent sharing in it reports it, one that left (absorbed,
+            # death_mode="absorb") reports 0, so the first listed agent may not say it
+            group_return += max((info["group_reward"] for info in infos.values()), key=abs,
+                                default=0.0)
             steps += 1
             if render == "rgb_array" and save is not None:
                 _save_png(env.render(), save / f"frame_{frame:06d}.png")
@@ -94,16 +97,20 @@ def main(argv=None) -> None:
         parser.error(f"--episodes must be >= 1, got {args.episodes}")
     if not isinstance(args.env_kwargs, dict):
         parser.error('--env-kwargs must be a JSON object, e.g. \'{"num_agents": 3}\'')
+    if "render_mode" in args.env_kwargs:
+        parser.error("give the render mode with --render, not in --env-kwargs")
     if args.save is not None and args.render != "rgb_array":
         parser.error("--save needs --render rgb_array")
     try:  # before playing: a folder that cannot be written fails now, not at the first frame
+        check_int("--seed", args.seed, 0, 2**62)
+        GroupParallelEnv(args.task, **args.env_kwargs).close()  # the task's own argument checks
         if args.render == "human":
             check_display("use --render rgb_array --save FOLDER instead")
         if args.save is not None:
             args.save.mkdir(parents=True, exist_ok=True)
             if not os.access(args.save, os.W_OK):
                 raise ValueError(f"--save {str(args.save)!r} is not a writable folder")
-    except (ValueError, OSError) as err:
+    except (ValueError, TypeError, OSError) as err:
         parser.error(str(err))
     returns = play(args.task, args.episodes, args.seed, args.env_kwargs, args.render, args.save,
                    args.keyboard)

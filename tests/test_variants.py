@@ -148,6 +148,24 @@ def test_play_writes_frames(tmp_path, capsys):
     assert len(list(tmp_path.glob("frame_*.png"))) > 3
 
 
+def test_play_counts_the_group_reward_when_agents_that_left_report_none(monkeypatch):
+    """With death_mode="absorb" the agents that left stay listed and report a group reward of 0
+    (the first listed agent is often one of them): play's returns are what the core paid."""
+    from envs.core import GroupEnv
+    from envs.play import play
+
+    paid, step = [], GroupEnv.step
+
+    def recorded(self, actions):
+        out = step(self, actions)
+        paid.append(float(out.group_reward[0]))
+        return out
+
+    monkeypatch.setattr(GroupEnv, "step", recorded)
+    returns = play("Goal-v0", 30, 0, {"death_mode": "absorb"})
+    assert sum(paid) != 0 and sum(returns) == pytest.approx(sum(paid)), (returns, paid)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["NoSuchTask-v0"], "unknown task 'NoSuchTask-v0'; registered: ["),
     (["Goal-v0", "--episodes", "0"], "--episodes must be >= 1, got 0"),
@@ -155,6 +173,10 @@ def test_play_writes_frames(tmp_path, capsys):
     # conftest runs pygame with SDL_VIDEODRIVER=dummy: a window would silently show nothing
     (["Goal-v0", "--render", "human"], "--render human needs a display, but SDL_VIDEODRIVER"),
     (["Goal-v0", "--render", "rgb_array", "--save", "{file}"], "File exists"),
+    (["Goal-v0", "--env-kwargs", '{"bogus": 3}'], "GoalGroup got unknown argument(s) ['bogus']"),
+    (["Goal-v0", "--seed", "-1"], "--seed must be in [0, "),
+    (["Goal-v0", "--env-kwargs", '{"render_mode": "human"}'], "give the render mode with "
+                                                              "--render"),
 ])
 def test_play_refuses_bad_input_before_playing(argv, message, tmp_path, capsys):
     (tmp_path / "file").write_text("")
