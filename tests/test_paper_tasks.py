@@ -253,7 +253,8 @@ def test_dungeon_escape_scripted_group_always_wins_by_a_sacrifice():
 def test_dungeon_escape_hard_scripted_group_mostly_wins():
     env = envs.make_group("DungeonEscapeHard-v0", num_envs=512)
     returns, _ = episode_returns(env, "reference", 0)
-    assert returns.mean() > 0.95  # documented: about 0.99; chasers sometimes corner the carrier
+    assert 0.97 < returns.mean() < 0.995  # documented: about 0.98; chasers sometimes corner
+    # the carrier (0.983-0.985 on seeds 0-2 of 1000 envs)
     random, _ = episode_returns(env, "random", 0)
     assert random.mean() < 0.02
 
