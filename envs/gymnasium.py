@@ -47,6 +47,10 @@ class GroupGymEnv(gymnasium.Env):
 
     def __init__(self, task: str = "Goal-v0", render_mode=None, flat: bool = False, **kwargs):
         check_render_mode(render_mode)
+        if "num_envs" in kwargs:
+            raise TypeError(f"num_envs: gymnasium.make gives one group; for {kwargs['num_envs']} "
+                            f"groups stepped at once use gymnasium.make_vec('groupenvs/{task}', "
+                            "num_envs=...)")
         self.core = envs.make_group(task, num_envs=1, **kwargs)
         self.render_mode = render_mode
         self.flat = check_bool("flat", flat)

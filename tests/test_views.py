@@ -312,3 +312,11 @@ def test_gymnasium_bad_arguments():
 
 def test_aec_form_passes_pettingzoo_api_test():
     pzt.api_test(pettingzoo.make("aec", "groupenvs/goal-v0", num_agents=3), num_cycles=200)
+
+
+def test_gymnasium_make_with_num_envs_points_to_make_vec():
+    import gymnasium
+
+    with pytest.raises(TypeError, match=r"use gymnasium.make_vec\('groupenvs/Goal-v0', "
+                                        r"num_envs=...\)"):
+        gymnasium.make("groupenvs/Goal-v0", num_envs=4)
