@@ -315,8 +315,6 @@ def test_aec_form_passes_pettingzoo_api_test():
 
 
 def test_gymnasium_make_with_num_envs_points_to_make_vec():
-    import gymnasium
-
     with pytest.raises(TypeError, match=r"use gymnasium.make_vec\('groupenvs/Goal-v0', "
                                         r"num_envs=...\)"):
         gymnasium.make("groupenvs/Goal-v0", num_envs=4)
