@@ -186,12 +186,13 @@ def _train(args) -> int:
         config = POCAConfig.load(args.config) if args.config else POCAConfig()
     config = config.override(overrides)
     run_dir = args.run_dir or _new_run_dir(args.env_id)
-    print(f"training MA-POCA on {args.env_id} -> {run_dir}"
-          + (f" (resuming at {resumed_from:,} agent-steps)" if state else ""))
     try:
         result = train(args.env_id, config, args.env_kwargs, run_dir, state or False,
                        progress=not args.no_progress, max_agents=args.max_agents,
-                       force=args.force)
+                       force=args.force, starting=lambda trainer: print(
+                           f"training MA-POCA on {args.env_id} -> {run_dir}"
+                           + (f" (resuming at {resumed_from:,} agent-steps)" if state else ""),
+                           flush=True))
     except TrainingDiverged as err:
         print(f"poca train: training diverged: {err}", file=sys.stderr)
         return 1

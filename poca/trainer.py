@@ -147,8 +147,9 @@ class Trainer:
                                           1 + self.spec.num_agents, device=self.device)
 
     # --- the loop -------------------------------------------------------------------------------
-    def run(self, until=None) -> TrainResult:
-        """Train to `max_steps` agent-steps, or until `until(self)` is true after an update.
+    def run(self, until=None, starting=None) -> TrainResult:
+        """Train to `max_steps` agent-steps, or until `until(self)` is true after an update;
+        `starting(self)` is called first, once the run folder is claimed.
 
         With a `run_dir`, the folder is held by this process while it trains (see
         `poca.runfolder.claim`), and a checkpoint is written every `checkpoint_interval`
@@ -169,6 +170,8 @@ class Trainer:
                     {"env_id": self.env_id, "env_kwargs": self.env_kwargs,
                      "max_agents": self.max_agents, "config": cfg.to_dict()},
                     indent=2, default=repr))
+            if starting is not None:
+                starting(self)
             writer = _MetricsWriter(folder, self.progress, cfg.max_steps, self.agent_steps)
             start, interrupted, diverged, safe = time.perf_counter(), False, False, None
             saved_time = time.monotonic()
@@ -533,13 +536,16 @@ def _shown(mean: float) -> str:
 
 def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = None,
           run_dir: str | Path | None = None, resume: bool | dict = False, progress: bool = False,
-          max_agents: int | None = None, until=None, force: bool = False) -> TrainResult:
+          max_agents: int | None = None, until=None, force: bool = False,
+          starting=None) -> TrainResult:
     """Train MA-POCA; the Python API.
 
     `env_id`: a registered task ("groupenvs/Goal-v0"), a "module:factory" path (imported and
     called: it runs that module's code), or a callable returning a PettingZoo ParallelEnv (or,
     taking `num_envs`, a GroupEnv). `max_agents`: slots for ParallelEnvs that add agents under
-    new names. `until(trainer)`: stop early when true. `run_dir` is held by this process while
+    new names. `until(trainer)`: stop early when true. `starting(trainer)`: called once the env,
+    the networks and the run folder are made and checked, before training (the CLI says what it
+    trains there, so that bad input is its only output). `run_dir` is held by this process while
     it trains; a new run refuses a folder that holds one. `resume`: continue the run in
     `run_dir` (True, or its latest checkpoint already read with `checkpoint.load`) with its own
     config, env arguments and `max_agents`; `config`/`env_kwargs`/`max_agents` may only change
@@ -569,6 +575,6 @@ def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = No
         trainer = Trainer(env, config, run_dir, name, env_kwargs, progress, max_agents)
         if state is not None:
             trainer.load(latest, state)
-        return trainer.run(until)
+        return trainer.run(until, starting)
     finally:
         env.close()

@@ -481,9 +481,11 @@ def test_bad_cli_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch, argv, f
     run = tmp_path / "run"
     extra = [] if "--resume" in argv or "--run-dir" in argv else ["--run-dir", str(run)]
     assert main(["train", *argv, *extra, "--no-progress"]) == 2
-    err = capsys.readouterr().err.strip()
+    captured = capsys.readouterr()
+    err = captured.err.strip()
     assert len(err.splitlines()) == 1 and fragment in err, err
     assert not run.exists()
+    assert captured.out == ""  # not "training MA-POCA on ..." before the error
 
 
 @pytest.mark.parametrize("argv, fragment", [
