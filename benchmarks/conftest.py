@@ -158,11 +158,12 @@ def pytest_terminal_summary(terminalreporter, config):
 
 def summary_table(records: list[dict], baseline: dict) -> list[str]:
     """Per case: passed seeds, median steps-to-threshold against the baseline, mean final
-    return, wall seconds and agent-steps/s (also printed by `python -m benchmarks.sweep`)."""
+    return, wall seconds per seed (mean) and agent-steps/s (also printed by
+    `python -m benchmarks.sweep`)."""
     broken = {r["break"] for r in records if r.get("break")}
     lines = [f"break applied: {', '.join(sorted(broken))}"] if broken else []
     lines.append(f"{'case':34s} {'pass':>5s} {'median steps to thr':>19s} {'baseline':>9s} "
-                 f"{'final (eval)':>13s} {'wall s':>7s} {'steps/s':>8s}")
+                 f"{'final (eval)':>13s} {'s/seed':>7s} {'steps/s':>8s}")
     for case, rs in _by_case(records).items():
         steps = sorted(r["steps_to_threshold"] for r in rs if r["steps_to_threshold"])
         median = statistics.median(steps) if steps else None
@@ -172,6 +173,6 @@ def summary_table(records: list[dict], baseline: dict) -> list[str]:
                      f"{median if median is not None else '-':>19} "
                      f"{base if base is not None else '-':>9} "
                      f"{statistics.mean(finals):+13.3f} "
-                     f"{sum(r['wall_seconds'] for r in rs):7.1f} "
+                     f"{statistics.mean(r['wall_seconds'] for r in rs):7.1f} "
                      f"{statistics.mean(r['agent_steps_per_s'] for r in rs):8.0f}")
     return lines

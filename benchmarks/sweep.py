@@ -22,6 +22,7 @@ from pathlib import Path
 from benchmarks.breaks import BREAKS
 from benchmarks.cases import CASES
 from benchmarks.conftest import BASELINE, summary_table
+from poca.cli import _positive
 from poca.sweep import map_runs
 
 BY_ID = {c.id: c for c in CASES}
@@ -39,12 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", help="comma-separated case ids (default: every case)")
-    parser.add_argument("--seeds", type=int, default=1, help="seeds 0..N-1 (default 1)")
-    parser.add_argument("--budget", type=int, help="agent-steps per run instead of the case's "
-                        "(a quick check; thresholds are not meant for it)")
+    parser.add_argument("--seeds", type=_positive, default=1, help="seeds 0..N-1 (default 1)")
+    parser.add_argument("--budget", type=_positive, help="agent-steps per run instead of the "
+                        "case's (a quick check: thresholds are not meant for it, so a missed one "
+                        "does not make the exit status 1)")
     parser.add_argument("--break", dest="break_name", choices=sorted(BREAKS))
     parser.add_argument("--report", type=Path, default=Path("bench-results"))
-    parser.add_argument("--workers", type=int, default=1, help="local processes (default 1)")
+    parser.add_argument("--workers", type=_positive, default=1,
+                        help="local processes (default 1)")
     parser.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
                         help="run as Ray tasks: on this machine, the cluster in RAY_ADDRESS, or "
                         "ray.init(address=ADDRESS)")
@@ -70,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(summary_table(records, baseline)))
     print(f"records in {args.report}")
     missed = [r for r in records if not r["passed"] and not BY_ID[r["case"]].known_failure]
-    return 1 if missed else 0
+    return 1 if missed and not args.budget else 0
 
 
 if __name__ == "__main__":

@@ -59,3 +59,25 @@ def test_ctrl_c_stops_a_third_party_measurement_instead_of_judging_it(monkeypatc
     monkeypatch.setattr(Trainer, "collect", interrupted)
     with pytest.raises(KeyboardInterrupt, match="attention seed 0 interrupted at 0 agent-steps"):
         measure(CASES[0], "attention", 0)
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--seeds", "0"], "argument --seeds: must be >= 1, got 0"),
+    (["--budget", "-5"], "argument --budget: must be >= 1, got -5"),
+    (["--workers", "0"], "argument --workers: must be >= 1, got 0"),
+])
+def test_the_sweep_refuses_counts_below_one(argv, fragment, capsys):
+    """--seeds 0 ran nothing and printed an empty table with exit status 0."""
+    from benchmarks.sweep import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--cases", "simple-discrete", *argv])
+    assert stop.value.code == 2 and fragment in capsys.readouterr().err
+
+
+def test_a_budget_run_reports_but_does_not_fail_on_thresholds(tmp_path, capsys):
+    from benchmarks.sweep import main
+
+    assert main(["--cases", "simple-discrete", "--budget", "100", "--report",
+                 str(tmp_path)]) == 0  # 100 agent-steps reach no threshold
+    assert "simple-discrete" in capsys.readouterr().out
