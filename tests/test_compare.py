@@ -219,20 +219,10 @@ def test_ctrl_c_in_the_caller_waits_for_the_runs_going_and_keeps_their_records()
     assert run([True, False, True]) == (["a", "b"], ["a", "b"], ["A"])
 
 
-def test_compare_evaluates_in_batches_of_env_copies(tmp_path, monkeypatch):
+def test_compare_evaluates_in_batches_of_env_copies(tmp_path, batch_evaluation):
     """compare's final evaluation takes the same batched path as `poca eval`: at most
     EVAL_BATCH env copies at once (it made all --eval-episodes copies in one env)."""
-    import poca.adapters
-    import poca.evaluate
-
-    sizes, make_env = [], poca.adapters.make_env
-
-    def spy(env_id, num_envs, *args, **kwargs):
-        sizes.append(num_envs)
-        return make_env(env_id, num_envs, *args, **kwargs)
-
-    monkeypatch.setattr(poca.adapters, "make_env", spy)
-    monkeypatch.setattr(poca.evaluate, "EVAL_BATCH", 4)
+    sizes = batch_evaluation()
     out = tmp_path / "cmp"
     assert main(["compare", "groupenvs/Goal-v0", "--config", "mlagents_test", "--critics",
                  "attention", "--seeds", "1", "--max-steps", "300", "--eval-episodes", "10",

@@ -219,26 +219,17 @@ def test_eval_and_play_cap_episodes_of_an_env_without_a_time_limit(third_party, 
     assert "argument --max-episode-steps: must be >= 1, got 0" in capsys.readouterr().err
 
 
-def test_eval_runs_many_episodes_in_batches_of_env_copies(third_party, monkeypatch, capsys):
+def test_eval_runs_many_episodes_in_batches_of_env_copies(third_party, batch_evaluation,
+                                                          capsys):
     """A thousand copies of a big PettingZoo env do not fit in memory: at most EVAL_BATCH at
     once, in equal batches; up to EVAL_BATCH episodes, the same episodes as ever."""
-    import poca.adapters
-    import poca.evaluate
-
     checkpoint = third_party / "checkpoints" / "latest.pt"
     if not checkpoint.exists():
         pytest.skip("needs the checkpoint trained by the train/eval test")
     argv = ["eval", "scored_pz:Scored", "--checkpoint", str(checkpoint), "--json"]
     assert main([*argv, "--episodes", "4"]) == 0
     whole = json.loads(capsys.readouterr().out)
-    sizes, make_env = [], poca.adapters.make_env
-
-    def spy(env_id, num_envs, *args, **kwargs):
-        sizes.append(num_envs)
-        return make_env(env_id, num_envs, *args, **kwargs)
-
-    monkeypatch.setattr(poca.adapters, "make_env", spy)
-    monkeypatch.setattr(poca.evaluate, "EVAL_BATCH", 4)
+    sizes = batch_evaluation()
     assert main([*argv, "--episodes", "4"]) == 0
     assert json.loads(capsys.readouterr().out) == whole and sizes == [4]
     sizes.clear()
