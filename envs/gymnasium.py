@@ -173,7 +173,9 @@ class GroupVectorEnv(VectorEnv):
         reward = step.group_reward + step.reward.sum(axis=1)
         truncated = step.group_truncated
         terminated = step.group_done & ~truncated
-        infos = {"group_reward": step.group_reward, "individual_reward": step.reward}
+        every = np.ones(self.num_envs, dtype=bool)  # Gymnasium's `_key` masks: every env has it
+        infos = {"group_reward": step.group_reward, "_group_reward": every,
+                 "individual_reward": step.reward, "_individual_reward": every.copy()}
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             obs = self._obs(step.obs, step.alive)
             if step.group_done.any():

@@ -318,3 +318,18 @@ def test_gymnasium_make_with_num_envs_points_to_make_vec():
     with pytest.raises(TypeError, match=r"use gymnasium.make_vec\('groupenvs/Goal-v0', "
                                         r"num_envs=...\)"):
         gymnasium.make("groupenvs/Goal-v0", num_envs=4)
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_native_make_vec_infos_have_the_keys_of_gymnasiums_sync_vectorizer(mode):
+    """Each info key comes with its `_key` mask, as Gymnasium's vectorizers give them, so code
+    written against those reads the native VectorEnv alike."""
+    made = [gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, autoreset_mode=mode),
+            gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, vectorization_mode="sync",
+                               vector_kwargs={"autoreset_mode": mode})]
+    keys = []
+    for vec in made:
+        vec.reset(seed=0)
+        _, _, _, _, info = vec.step(np.ones((2, 2, 1), np.int64))
+        keys.append(sorted(info))
+    assert keys[0] == keys[1] and "_group_reward" in keys[0], keys
