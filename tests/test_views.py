@@ -333,3 +333,9 @@ def test_native_make_vec_infos_have_the_keys_of_gymnasiums_sync_vectorizer(mode)
         _, _, _, _, info = vec.step(np.ones((2, 2, 1), np.int64))
         keys.append(sorted(info))
     assert keys[0] == keys[1] and "_group_reward" in keys[0], keys
+
+
+def test_native_make_vec_takes_one_seed_not_a_list():
+    vec = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2)
+    with pytest.raises(TypeError, match=r"one int for all 2 groups \(group i draws"):
+        vec.reset(seed=[1, 2])
