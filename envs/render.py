@@ -6,7 +6,6 @@ pygame is imported lazily, so stepping never pays for it; `render_mode=None` cos
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 
@@ -65,11 +64,6 @@ class Renderer:
             self.window = pygame.display.set_mode(size)
             pygame.display.set_caption("groupenvs")
             self.clock = pygame.time.Clock()
-            if pygame.display.get_driver() in ("dummy", "offscreen"):  # SDL's fallback, silent
-                warnings.warn(f"render_mode='human' shows nothing here: SDL's video driver is "
-                              f"{pygame.display.get_driver()!r} (no display); "
-                              "render_mode='rgb_array' returns the frames", RuntimeWarning,
-                              stacklevel=3)
         self.window.blit(surface, (0, 0))
         pygame.event.pump()
         pygame.display.flip()

@@ -132,12 +132,10 @@ def test_rgb_array_frames_follow_the_state():
 
 
 def test_pettingzoo_render_test_and_human_mode():
-    with pytest.warns(RuntimeWarning, match="shows nothing here"):  # its "human" mode
-        pzt.render_test(lambda render_mode=None: aec_env(render_mode=render_mode))
+    pzt.render_test(lambda render_mode=None: aec_env(render_mode=render_mode))
     env = gymnasium.make("groupenvs/Goal-v0", render_mode="human")
-    with pytest.warns(RuntimeWarning, match="render_mode='rgb_array' returns the frames"):
-        env.reset(seed=0)
-        assert env.render() is None
+    env.reset(seed=0)
+    assert env.render() is None
     env.step(env.action_space.sample())
     env.close()
     env.close()
