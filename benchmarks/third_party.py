@@ -10,12 +10,12 @@ disjoint from training) by its team return, the sum of every agent's rewards.
     pytest benchmarks --third-party                 # the group (deselected by default)
     python -m benchmarks.third_party [--cases ...]  # the same measurements, printed as a table
 
-Settings are one general recipe for all tasks and all methods (no per-method tuning): small
-networks, frequent updates, gamma 0.95 (these tasks reward within a few dozen steps), and, as in
-MAPPO's recipe for simple_spread (Yu et al. 2022, arXiv 2103.01955), 10 epochs per buffer (here
-in batches of 512) with the critic learning in units of the returns
-(`network_settings.normalize_value`; team returns here run to -100). The README's third-party
-section gives what each of these changed.
+Settings are one general recipe for all tasks and all methods (no per-method tuning), the
+bundled `pettingzoo` preset (`poca train ... --config pettingzoo`): small networks, frequent
+updates, gamma 0.95 (these tasks reward within a few dozen steps), and, as in MAPPO's recipe for
+simple_spread (Yu et al. 2022, arXiv 2103.01955), 10 epochs per buffer (here in batches of 512)
+with the critic learning in units of the returns (`network_settings.normalize_value`; team
+returns here run to -100). The README's third-party section gives what each of these changed.
 """
 
 from __future__ import annotations
@@ -37,17 +37,7 @@ from poca.trainer import Trainer
 EVAL_SEED = 1_000_003  # + the training seed: evaluation episodes never seen in training
 METHODS = ("random", "independent", "attention")
 
-RECIPE = {  # every task, every method
-    "hyperparameters.batch_size": 512, "hyperparameters.buffer_size": 4096,
-    "hyperparameters.learning_rate": 1e-3, "hyperparameters.learning_rate_schedule": "constant",
-    "hyperparameters.beta": 1e-2, "hyperparameters.beta_schedule": "linear",
-    "hyperparameters.epsilon": 0.2, "hyperparameters.epsilon_schedule": "linear",
-    "hyperparameters.lambd": 0.95, "hyperparameters.num_epoch": 10,
-    "network_settings.hidden_units": 64, "network_settings.num_layers": 2,
-    "network_settings.normalize": True, "network_settings.normalize_value": True,
-    "reward_signals.extrinsic.gamma": 0.95, "time_horizon": 64, "num_envs": 16,
-    "summary_freq": 20_000,
-}
+RECIPE = "pettingzoo"  # every task, every method: the bundled preset (poca/configs/)
 
 
 @dataclass(frozen=True)
@@ -93,8 +83,8 @@ BY_ID = {c.id: c for c in CASES}
 
 
 def config_for(case: ThirdPartyCase, critic: str, seed: int) -> POCAConfig:
-    return POCAConfig().override({**RECIPE, **case.overrides, "critic": critic,
-                                  "max_steps": case.budget, "seed": seed})
+    return POCAConfig.load(RECIPE).override({**case.overrides, "critic": critic,
+                                             "max_steps": case.budget, "seed": seed})
 
 
 def random_actor(env) -> Actor:

@@ -66,7 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("env_id", help=ENV_HELP)
     train.add_argument("--env-kwargs", type=_json_dict, help="task arguments (JSON); on "
                        "--resume, default: the run's")
-    train.add_argument("--config", help="YAML file (ML-Agents layout) or a bundled preset name")
+    train.add_argument("--config", help="YAML file (ML-Agents layout) or a bundled preset: "
+                       "goal, grid (the paper's tasks), pettingzoo (PettingZoo tasks), "
+                       "mlagents_test; without it, ML-Agents' defaults")
     train.add_argument("--num-envs", type=int, help="groups stepped at once")
     train.add_argument("--max-steps", type=int, help="agent-steps to train for")
     train.add_argument("--seed", type=int)

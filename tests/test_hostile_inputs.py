@@ -853,3 +853,20 @@ def test_set_with_a_mapping_merges_into_the_section(tmp_path):
     assert memory.override({"network_settings.memory": None}).network_settings.memory is None
     with pytest.raises(ValueError, match="bta"):
         goal.override({"hyperparameters": {"bta": 0.02}})
+
+
+def test_every_bundled_preset_loads_and_pettingzoo_is_the_third_party_recipe():
+    from benchmarks.third_party import CASES, config_for
+    from poca.config import PRESETS
+
+    names = sorted(p.stem for p in PRESETS.glob("*.yaml"))
+    assert {"goal", "grid", "mlagents_test", "pettingzoo"} <= set(names)
+    for name in names:
+        POCAConfig.load(name).validate()
+    zoo = POCAConfig.load("pettingzoo")
+    hp = zoo.hyperparameters
+    assert (hp.num_epoch, hp.batch_size, hp.buffer_size, hp.learning_rate,
+            hp.learning_rate_schedule, hp.beta) == (10, 512, 4096, 1e-3, "constant", 1e-2)
+    assert zoo.reward_signals.extrinsic.gamma == 0.95 and zoo.network_settings.normalize_value
+    case = config_for(CASES[0], "attention", 0).to_dict()
+    assert case == zoo.override({"max_steps": CASES[0].budget, **CASES[0].overrides}).to_dict()
