@@ -28,12 +28,14 @@ def map_runs(fn: Callable, jobs: Sequence[tuple], workers: int = 1,
     None)` ("" starts Ray on this machine, or joins the cluster in RAY_ADDRESS); else in
     `workers` spawned processes (1: here, in turn).
 
-    An exception from a run, or Ctrl-C, stops the sweep and is raised here once the runs going
-    at that moment are over: no further run starts, and the runs going are interrupted as by a
-    Ctrl-C (each trainer stops, saved, at its next update) and waited for; a second Ctrl-C here
-    stops waiting. In processes each worker gets a SIGINT (POSIX; elsewhere the runs going
-    finish); on Ray the tasks are cancelled (`ray.cancel`). A run that finishes all the same
-    reaches `done`."""
+    An exception from a run, or Ctrl-C (or, in processes, SIGTERM), stops the sweep and is
+    raised here once the runs going at that moment are over: no further run starts, and the
+    runs going are interrupted as by a Ctrl-C (each trainer stops, saved, at its next update)
+    and waited for. In processes each worker gets a SIGINT, again every second while a run is
+    still starting (POSIX; elsewhere the runs going finish), and a second Ctrl-C ends them with
+    SIGTERM (a checkpoint being written is finished first); on Ray the tasks are cancelled
+    (`ray.cancel`) and a second Ctrl-C stops waiting. A run that finishes all the same reaches
+    `done`."""
     done = done or (lambda record: None)
     if ray_address is not None:
         return _on_ray(fn, jobs, ray_address, done)
@@ -49,14 +51,47 @@ def map_runs(fn: Callable, jobs: Sequence[tuple], workers: int = 1,
     pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
                                initializer=signal.signal, initargs=(signal.SIGINT,
                                                                     signal.SIG_IGN))
+    submitted, stopping = [], []
+
+    def submit(job):
+        submitted.append(pool.submit(fn, *job))
+        return submitted[-1]
+
+    def stop(futures):
+        stopping.append(True)
+        _interrupt(pool)
+
+    def finished(futures):
+        ready = wait(futures, timeout=1.0, return_when=FIRST_COMPLETED)[0]
+        if stopping and not ready:  # a run still starting ignores SIGINT until its trainer
+            _interrupt(pool)        # runs (poca.runfolder.Interrupts): tell it again
+        return ready
+
     try:  # never more runs submitted than workers: a submitted run cannot be held back
         with _sigterm_as_ctrl_c():
-            return _gather(jobs, lambda job: pool.submit(fn, *job), workers,
-                           lambda futures: wait(futures, return_when=FIRST_COMPLETED)[0],
-                           lambda future: future.result(), lambda futures: _interrupt(pool),
-                           done)
+            return _gather(jobs, submit, workers, finished, lambda future: future.result(),
+                           stop, done)
+    except BaseException:
+        if any(not future.done() for future in submitted):  # runs still going:
+            # after a second Ctrl-C, end them (a checkpoint being written is finished first:
+            # the trainer holds SIGTERM while it saves); else (a signal inside done()) stop them
+            _interrupt(pool, signal.SIGTERM if stopping else signal.SIGINT)
+        raise
     finally:
         pool.shutdown(wait=True)
+
+
+def _interrupt(pool: ProcessPoolExecutor, signum: int = signal.SIGINT) -> None:
+    """`signum` to each worker of `pool`: SIGINT, as a terminal's Ctrl-C sends it, makes a run's
+    trainer stop at its next update, saved, and an idle worker ignores it. Without this, a sweep
+    stopped by one run's failure (or by a signal to this process alone) waited for the others'
+    whole budgets. `_processes` is the executor's own table of workers: it has no public one."""
+    if os.name != "posix":
+        return
+    workers = getattr(pool, "_processes", None) or {}
+    for process in list(workers.values()):
+        with contextlib.suppress(OSError):  # one that has just exited
+            os.kill(process.pid, signum)
 
 
 @contextlib.contextmanager
@@ -76,19 +111,6 @@ def _sigterm_as_ctrl_c():
         yield
     finally:
         signal.signal(signal.SIGTERM, old)
-
-
-def _interrupt(pool: ProcessPoolExecutor) -> None:
-    """SIGINT to each worker of `pool`, as a terminal's Ctrl-C would send: a run's trainer stops
-    at its next update, saved; an idle worker ignores it. Without this, a sweep stopped by one
-    run's failure (or by a SIGINT to this process alone) waited for the others' whole budgets.
-    `_processes` is the executor's own table of workers: it has no public one."""
-    if os.name != "posix":
-        return
-    workers = getattr(pool, "_processes", None) or {}
-    for process in list(workers.values()):
-        with contextlib.suppress(OSError):  # one that has just exited
-            os.kill(process.pid, signal.SIGINT)
 
 
 def _gather(jobs: Sequence[tuple], submit: Callable, limit: int, finished: Callable,

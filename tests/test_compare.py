@@ -115,8 +115,10 @@ def test_a_failed_run_stops_a_sweep_in_processes_before_the_next_run_starts(tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]  # c and d never started
 
 
-def _run_until_interrupted(name: str, seconds: float, fail: bool):
-    """A run that, like a trainer, stops early on SIGINT (workers ignore it between runs)."""
+def _run_until_interrupted(name: str, seconds: float, fail: bool, setup: float = 0.0):
+    """A run that, like a trainer, stops early on SIGINT once it trains, after `setup` seconds
+    of being built (workers ignore SIGINT until then, and between runs)."""
+    time.sleep(setup)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         time.sleep(seconds)
@@ -138,6 +140,31 @@ def test_a_failed_run_interrupts_the_runs_going_instead_of_waiting_for_them():
         map_runs(_run_until_interrupted, [("a", 0.5, True), ("b", 120.0, False)], workers=2,
                  done=finished.append)
     assert finished == ["b interrupted"] and time.monotonic() - start < 60
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the runs going are interrupted by SIGINT")
+def test_a_run_still_starting_when_the_sweep_stops_is_interrupted_once_it_trains():
+    from poca.sweep import map_runs
+
+    finished, start = [], time.monotonic()
+    with pytest.raises(RuntimeError, match="run a failed"):
+        map_runs(_run_until_interrupted, [("a", 0.2, True), ("b", 60.0, False, 1.5)],
+                 workers=2, done=finished.append)
+    assert finished == ["b interrupted"] and time.monotonic() - start < 30
+
+
+@pytest.mark.skipif(os.name != "posix", reason="the runs going are interrupted by SIGINT")
+def test_an_interrupt_inside_done_stops_the_runs_going():
+    from poca.sweep import map_runs
+
+    def done(record):
+        raise KeyboardInterrupt  # a Ctrl-C while the caller writes a record
+
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        map_runs(_run_until_interrupted, [("a", 0.2, False), ("b", 60.0, False)], workers=2,
+                 done=done)
+    assert time.monotonic() - start < 30
 
 
 @pytest.mark.skipif(os.name != "posix", reason="signals to one process")
