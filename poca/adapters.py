@@ -252,12 +252,14 @@ class ParallelEnvGroup(GroupEnv):
                                   where if key == "obs" else f"{where}[{key!r}]")
         if self.mask is not None:
             mask = values.get("action_mask") if self._has_mask else None
+            field = f"{where}: its action_mask"
             if mask is None:
                 mask = info.get("action_mask")
+                field = f"{where.rpartition(': observation')[0]}: infos['action_mask']"
             if mask is None:
                 self.mask[e, i] = True
                 return
-            self.mask[e, i] = self._flat_mask(mask, f"{where}: its action_mask")
+            self.mask[e, i] = self._flat_mask(mask, field)
 
     def _flat_mask(self, mask, where: str) -> np.ndarray:
         """An agent's action mask as `sum(branches)` bools: one flat array, or Gymnasium's
@@ -265,7 +267,7 @@ class ParallelEnvGroup(GroupEnv):
         takes)."""
         branches = self.spec.discrete_branches
         n = self.mask.shape[2]
-        if isinstance(mask, (tuple, list)) and len(mask) == len(branches) > 1 and all(
+        if isinstance(mask, tuple) and len(mask) == len(branches) and all(
                 np.ndim(part) == 1 for part in mask):
             if [np.size(part) for part in mask] != list(branches):
                 raise ValueError(f"{where}: per branch, its parts must hold {list(branches)} "
@@ -275,12 +277,12 @@ class ParallelEnvGroup(GroupEnv):
             mask = np.asarray(mask)
         except ValueError:  # ragged
             mask = np.asarray(None)
-        if mask.shape != (n,) or mask.dtype.kind not in "biu":
-            per_branch = (f", or a tuple of {len(branches)} arrays of {list(branches)} bools"
-                          if len(branches) > 1 else "")
-            raise ValueError(f"{where} must be {n} bools in one flat array{per_branch}; got "
-                             f"{mask.dtype} {list(mask.shape)}")
-        return mask.astype(bool)
+        if mask.size != n or mask.dtype.kind not in "biu":
+            hint = (f", or a tuple of {len(branches)} arrays of {list(branches)} bools (one per "
+                    "branch)" if len(branches) > 1 else "")
+            raise ValueError(f"{where} must hold {n} bools{hint}; got {mask.dtype} "
+                             f"{list(mask.shape)}")
+        return mask.astype(bool).reshape(-1)
 
     def random_bits(self, idx, step=0):
         if not self.first_copy:

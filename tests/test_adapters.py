@@ -605,17 +605,28 @@ def test_multidiscrete_masks_per_branch_are_read_as_gymnasium_gives_them():
 
 
 @pytest.mark.parametrize("mask, fragment", [
-    ((np.ones(3, np.int8), np.ones(3, np.int8)), "per branch, its parts must hold [3, 2] bools, "
-                                                 "got [3, 3]"),
-    (np.ones((5, 1), np.int8), "its action_mask must be 5 bools in one flat array, or a tuple of "
-                               "2 arrays of [3, 2] bools; got int8 [5, 1]"),
-    ([np.ones(3), np.ones((2, 2))], "its action_mask must be 5 bools in one flat array"),
+    ((np.ones(3, np.int8), np.ones(3, np.int8)), "agent 'a_0': infos['action_mask']: per branch, "
+                                                 "its parts must hold [3, 2] bools, got [3, 3]"),
+    (np.ones(4, np.int8), "agent 'a_0': infos['action_mask'] must hold 5 bools, or a tuple of 2 "
+                          "arrays of [3, 2] bools (one per branch); got int8 [4]"),
+    ([np.ones(3), np.ones((2, 2))], "infos['action_mask'] must hold 5 bools"),
 ])
-def test_masks_of_the_wrong_shape_name_both_accepted_forms(mask, fragment):
+def test_masks_of_the_wrong_size_name_both_accepted_forms(mask, fragment):
     factory = type("WrongMask", (BranchMasked,), {"mask": mask})
     with pytest.raises(ValueError, match="agent 'a_0'") as info:
         ParallelEnvGroup(factory, num_envs=1).reset(seed=0)
     assert fragment in str(info.value), str(info.value)
+
+
+def test_masks_of_the_right_size_are_read_flat_in_any_shape_or_per_single_branch():
+    one_branch = type("OneBranch", (BranchMasked,), {
+        "mask": (np.array([0, 0, 1], np.int8),),
+        "action_space": functools.cache(lambda self, agent: spaces.MultiDiscrete([3]))})
+    step = ParallelEnvGroup(one_branch, num_envs=1).reset(seed=0)
+    np.testing.assert_array_equal(step.action_mask[0, 0], [False, False, True])
+    column = type("Column", (BranchMasked,), {"mask": np.array([[0], [0], [1], [1], [0]])})
+    step = ParallelEnvGroup(column, num_envs=1).reset(seed=0)
+    np.testing.assert_array_equal(step.action_mask[0, 0], [False, False, True, True, False])
 
 
 def test_an_empty_box_observation_is_one_clear_error():

@@ -160,8 +160,8 @@ ENV_CASES = [  # (defect, at, discrete obs, exception, fragment)
     ("flag array", 2, False, ValueError, "agent 'b': terminations must be a bool, got array("),
     ("mask missing", 2, False, ValueError, "agent 'b': observation lacks the key(s) "
                                            "['action_mask']"),
-    ("mask short", 2, False, ValueError, "agent 'b': observation: its action_mask must be 2 "
-                                         "bools in one flat array; got int8 [1]"),
+    ("mask short", 2, False, ValueError, "agent 'b': observation: its action_mask must hold 2 "
+                                         "bools; got int8 [1]"),
     ("no infos", 0, False, ValueError, "reset: reset() must return (observations, infos)"),
     ("infos None", 0, False, ValueError, "reset: reset() returned infos = None, not a dict"),
     ("no agents", 0, False, ValueError, "env copy 0, reset: no agents after reset()"),
