@@ -167,9 +167,11 @@ class POCAConfig:
 
     @classmethod
     def load(cls, source: str | Path) -> POCAConfig:
-        """A YAML file path, or the name of a bundled preset (poca/configs/NAME.yaml)."""
+        """A YAML file path, or the name of a bundled preset (poca/configs/NAME.yaml). A file of
+        that name in the working directory wins over the preset; a folder does not (a clone of
+        PettingZoo named `pettingzoo` beside a run must not hide the preset)."""
         path = Path(source)
-        if not path.exists() and (PRESETS / f"{source}.yaml").exists():
+        if not path.is_file() and (PRESETS / f"{source}.yaml").exists():
             path = PRESETS / f"{source}.yaml"
         if not path.exists():
             presets = sorted(p.stem for p in PRESETS.glob("*.yaml"))

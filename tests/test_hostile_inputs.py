@@ -855,6 +855,14 @@ def test_set_with_a_mapping_merges_into_the_section(tmp_path):
         goal.override({"hyperparameters": {"bta": 0.02}})
 
 
+def test_a_folder_named_like_a_preset_does_not_hide_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pettingzoo").mkdir()  # e.g. a clone of PettingZoo beside the runs
+    assert POCAConfig.load("pettingzoo").hyperparameters.num_epoch == 10
+    (tmp_path / "goal").write_text("hyperparameters: {num_epoch: 7}\n")  # a file still wins
+    assert POCAConfig.load("goal").hyperparameters.num_epoch == 7
+
+
 def test_every_bundled_preset_loads_and_pettingzoo_is_the_third_party_recipe():
     from benchmarks.third_party import CASES, config_for
     from poca.config import PRESETS
