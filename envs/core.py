@@ -481,8 +481,10 @@ class GroupEnv(ABC):
         `group_reward` [E], and bool `terminated` / `truncated` [E, A] for agents whose episode ends
         on this step (the task's own time limits go in `truncated`; the base adds truncation at
         `spec.max_steps` itself). Must also update `self.alive` [E, A]: clear the agents that ended,
-        set the agents that join; the group's episode ends (and is reset) when no slot is alive, so
-        a task that ends a whole group ends every one of its agents.
+        set the agents that join (in free slots: a slot whose agent ended on this step stays empty
+        until the next, so that learners never chain two agents' returns); the group's episode
+        ends (and is reset) when no slot is alive, so a task that ends a whole group ends every
+        one of its agents.
         """
 
     @abstractmethod
