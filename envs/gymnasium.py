@@ -153,7 +153,7 @@ class GroupVectorEnv(VectorEnv):
         self._restart = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: ended on the last step
 
     def reset(self, *, seed=None, options=None):
-        if isinstance(seed, (list, tuple)):
+        if isinstance(seed, (list, tuple)) or np.ndim(seed) > 0:
             raise TypeError(f"seed: one int for all {self.num_envs} groups (group i draws its "
                             "episodes from (seed, i), whatever num_envs is), not a list per env")
         super().reset(seed=seed)

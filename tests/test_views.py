@@ -337,5 +337,6 @@ def test_native_make_vec_infos_have_the_keys_of_gymnasiums_sync_vectorizer(mode)
 
 def test_native_make_vec_takes_one_seed_not_a_list():
     vec = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2)
-    with pytest.raises(TypeError, match=r"one int for all 2 groups \(group i draws"):
-        vec.reset(seed=[1, 2])
+    for seeds in ([1, 2], np.array([1, 2])):
+        with pytest.raises(TypeError, match=r"one int for all 2 groups \(group i draws"):
+            vec.reset(seed=seeds)
