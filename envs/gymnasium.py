@@ -49,7 +49,8 @@ class GroupGymEnv(gymnasium.Env):
         check_render_mode(render_mode)
         if "num_envs" in kwargs:
             raise TypeError(f"num_envs: gymnasium.make gives one group; for {kwargs['num_envs']} "
-                            f"groups stepped at once use gymnasium.make_vec('groupenvs/{task}', "
+                            f"groups stepped at once use gymnasium.make_vec("
+                            f"'groupenvs/{task.removeprefix('groupenvs/')}', "
                             "num_envs=...)")
         self.core = envs.make_group(task, num_envs=1, **kwargs)
         self.render_mode = render_mode
