@@ -659,10 +659,11 @@ def checked(env: GroupEnv) -> GroupEnv:
         empty = ~alive.any(-1)
         if empty.any():
             e = int(np.flatnonzero(empty)[0])
-            fail(call, e, None, "no agent is alive, yet the group is not done: every episode "
-                                "needs an agent alive until it ends (set self.alive in "
-                                "_reset_envs; an agent that leaves must be reported terminated "
-                                "or truncated)")
+            when = ("after its reset" if call == "reset()" or done[e]
+                    else "yet the group is not done")
+            fail(call, e, None, f"no agent is alive, {when}: every episode needs an agent alive "
+                                "until it ends (set self.alive in _reset_envs; an agent that "
+                                "leaves must be reported terminated or truncated)")
         acting[:] = alive
         return out
 

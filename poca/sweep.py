@@ -51,14 +51,15 @@ def map_runs(fn: Callable, jobs: Sequence[tuple], workers: int = 1,
     pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
                                initializer=signal.signal, initargs=(signal.SIGINT,
                                                                     signal.SIG_IGN))
-    submitted, stopping = [], []
+    submitted, stopping = [], False
 
     def submit(job):
         submitted.append(pool.submit(fn, *job))
         return submitted[-1]
 
     def stop(futures):
-        stopping.append(True)
+        nonlocal stopping
+        stopping = True
         _interrupt(pool)
 
     def finished(futures):

@@ -716,7 +716,7 @@ def broken_goal(num_envs, how="no agents at reset", after=3):
 
 
 BROKEN_GROUP_ENVS = [
-    ("no agents at reset", "reset(): env 0: no agent is alive, yet the group is not done"),
+    ("no agents at reset", "reset(): env 0: no agent is alive, after its reset"),
     ("huge reward", "step(): env 1, agent 0: reward is NaN/inf or beyond float32's range "
                     "(episode step 3)"),
     ("terminated but alive", "step(): env 1, agent 1: reported terminated or truncated, yet "
