@@ -85,7 +85,9 @@ class GroupStep:
     reward: np.ndarray  # float32 [E, A]: individual reward of the step just taken
     group_reward: np.ndarray  # float32 [E]
     terminated: np.ndarray  # bool [E, A]: the agent's episode ended on this step (terminal)
-    truncated: np.ndarray  # bool [E, A]: the agent's episode ended on this step (time limit)
+    # bool [E, A]: the agent's episode ended on this step by a time limit; never set together
+    # with terminated (an agent reported both is terminal, as Gymnasium reads the pair)
+    truncated: np.ndarray
     group_done: np.ndarray  # bool [E]: the group's episode ended and was reset
     final_obs: tuple[np.ndarray, ...]
     action_mask: np.ndarray | None = None  # bool [E, A, sum(branches)]: legal discrete actions
@@ -287,12 +289,14 @@ class GroupEnv(ABC):
         timed_out = self._clock >= self._deadline
         if timed_out:
             time_up = self.t >= self.spec.max_steps
-            truncated = truncated | (self.alive & time_up[:, None])
+            truncated = (truncated | (self.alive & time_up[:, None])) & ~terminated
             group_done = ~agent_any(self.alive) | time_up
         else:
             # count_nonzero: a plain C loop, a third of a ufunc reduction's cost on small batches
             ended = np.count_nonzero(terminated) or np.count_nonzero(truncated)
             group_done = ~agent_any(self.alive) if ended else np.zeros(E, dtype=bool)
+            if ended and np.count_nonzero(truncated):
+                truncated = truncated & ~terminated  # both set: terminal, as in Gymnasium
         obs = final_obs = self._observed() if checking else self._observe()
         # no agent ended and no time limit: no group can be done (the common step)
         if (timed_out or ended) and np.count_nonzero(group_done):

@@ -22,7 +22,8 @@ from envs.core import GroupEnv, GroupSpec, ObsSpec, check_int, env_keys, hash_bi
 
 SUPPORTED = ("Box (any shape; uint8 (H, W, C) is an image, other shapes are flattened to a "
              "vector), Discrete (one-hot), or a Dict of those (an 'action_mask' entry is the "
-             "action mask)")
+             "action mask); for Tuple, MultiBinary or MultiDiscrete observations, flatten them "
+             "into a Box in a wrapper (gymnasium.spaces.flatten)")
 SUPPORTED_ACTIONS = ("Box with finite bounds (any shape), Discrete, or MultiDiscrete with a 1-D "
                      "nvec; for Dict, Tuple or MultiBinary actions, flatten them in a wrapper")
 NEVER = 2**31 - 1
@@ -38,7 +39,8 @@ def _components(space: spaces.Space, where: str) -> list[tuple[str, spaces.Space
         return parts
     if isinstance(space, (spaces.Box, spaces.Discrete)):
         return [("obs", space)]
-    raise TypeError(f"{where}: unsupported observation space {space}; supported: {SUPPORTED}")
+    raise TypeError(f"{where}: unsupported observation space {_one_line(space)}; supported: "
+                    f"{SUPPORTED}")
 
 
 def _is_image(space: spaces.Space) -> bool:
@@ -51,10 +53,11 @@ def _obs_spec(name: str, space: spaces.Space, where: str) -> ObsSpec:
     if isinstance(space, spaces.Discrete):
         return ObsSpec(name, "vector", (int(space.n),), 0.0, 1.0)
     if not isinstance(space, spaces.Box):
-        raise TypeError(f"{where}: unsupported observation space {space} under {name!r}; "
-                        f"supported: {SUPPORTED}")
-    if _is_image(space):
-        return ObsSpec(name, "image", tuple(space.shape), 0.0, 255.0)
+        raise TypeError(f"{where}: unsupported observation space {_one_line(space)} under "
+                        f"{name!r}; supported: {SUPPORTED}")
+    if _is_image(space):  # pixels are divided by the largest value the space allows
+        return ObsSpec(name, "image", tuple(space.shape), 0.0,
+                       float(max(1, int(np.max(space.high)))))
     if not np.prod(space.shape):
         raise ValueError(f"{where}: the observation {name!r} is empty ({space}); give it at "
                          "least one number, or leave it out")
@@ -193,13 +196,16 @@ class ParallelEnvGroup(GroupEnv):
         space = self.act_space
         if isinstance(space, spaces.Box):
             if not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
-                raise ValueError(f"{where}: continuous actions need finite Box bounds")
+                raise ValueError(f"{where}: continuous actions need finite Box bounds, got "
+                                 f"{_one_line(space)}: the policy's actions in [-1, 1] are "
+                                 "scaled to them; give the action space the range the env "
+                                 "accepts (in a wrapper if need be)")
             return int(np.prod(space.shape)), ()
         if isinstance(space, spaces.Discrete):
             return 0, (int(space.n),)
         if isinstance(space, spaces.MultiDiscrete) and space.nvec.ndim == 1:
             return 0, tuple(int(n) for n in space.nvec)
-        raise TypeError(f"{where}: unsupported action space {space}; supported: "
+        raise TypeError(f"{where}: unsupported action space {_one_line(space)}; supported: "
                         f"{SUPPORTED_ACTIONS}")
 
     def _to_env_action(self, cont, disc):
@@ -462,6 +468,11 @@ class ParallelEnvGroup(GroupEnv):
         super().close()
 
 
+def _one_line(space: spaces.Space) -> str:
+    """A space's repr on one line (a 2-D MultiDiscrete's nvec prints over several)."""
+    return " ".join(str(space).split())
+
+
 def _describe(value) -> str:
     if isinstance(value, tuple):
         return f"a tuple of {len(value)}"
@@ -561,7 +572,7 @@ def _only_for_parallel_envs(name, max_agents, workers, max_episode_steps) -> Non
 
 def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=None,
                   workers=0, max_episode_steps=None) -> GroupEnv:
-    from pettingzoo import ParallelEnv
+    from pettingzoo import AECEnv, ParallelEnv
 
     try:
         params = inspect.signature(factory).parameters
@@ -583,8 +594,10 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
         env_kwargs = {**env_kwargs, "render_mode": render_mode}
     probe = factory(**env_kwargs)
     if not isinstance(probe, ParallelEnv):
+        hint = (": it is an AEC env, convert it with pettingzoo.utils.conversions.aec_to_parallel "
+                "(or use its package's parallel_env())" if isinstance(probe, AECEnv) else "")
         raise TypeError(f"{name} returned {type(probe).__name__}; expected a PettingZoo "
-                        "ParallelEnv or a GroupEnv (a callable taking num_envs)")
+                        f"ParallelEnv or a GroupEnv (a callable taking num_envs){hint}")
     seen_through_adapter = ParallelEnvGroup(lambda: probe, 1, max_agents)
     _warn_unless_seeded(seen_through_adapter, name)
     seen_through_adapter.close()  # closes the probe

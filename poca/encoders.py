@@ -20,6 +20,25 @@ MIN_IMAGE_SIZE = {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5,
 PRESENT = 0.01  # an entity row with a smaller sum of squares is padding
 
 
+def _module_names(names: list) -> list[str]:
+    """A submodule name for each observation component: its own name where torch allows it (so
+    checkpoints keep readable keys), else `obs_<index>`. Gymnasium's Dict takes any key, but a
+    module name must be a string without dots that is not already an attribute (`type`,
+    `training`, `keys`, ...)."""
+    taken = nn.ModuleDict()
+    allowed = [isinstance(n, str) and n != "" and "." not in n and not hasattr(taken, n)
+               for n in names]
+    used = {n for n, ok in zip(names, allowed, strict=True) if ok}
+    keys = []
+    for index, (name, ok) in enumerate(zip(names, allowed, strict=True)):
+        key = name if ok else f"obs_{index}"
+        while not ok and (key in used or hasattr(taken, key)):
+            key += "_"
+        used.add(key)
+        keys.append(key)
+    return keys
+
+
 class RunningNorm(nn.Module):
     """Running mean/variance of a vector observation; normalizes and clips to [-5, 5]."""
 
@@ -80,9 +99,12 @@ def _conv_stack(kind: str, channels: int) -> nn.Sequential:
 
 
 class ImageEncoder(nn.Module):
-    """uint8 [B, H, W, C] -> [B, hidden]."""
+    """uint8 [B, H, W, C] -> [B, hidden]. Pixels are divided by `high`, the image's largest
+    value (255 for a full-range image; 1 for a 0/1 occupancy grid, which /255 would all but
+    blank out)."""
 
-    def __init__(self, shape: tuple[int, int, int], hidden: int, kind: str):
+    def __init__(self, shape: tuple[int, int, int], hidden: int, kind: str, high: float = 255.0,
+                 name: str = "image"):
         super().__init__()
         if kind not in MIN_IMAGE_SIZE:
             raise ValueError(f"vis_encode_type must be one of {list(MIN_IMAGE_SIZE)}, "
@@ -90,9 +112,14 @@ class ImageEncoder(nn.Module):
         H, W, C = shape
         if min(H, W) < MIN_IMAGE_SIZE[kind]:
             fits = [k for k, m in MIN_IMAGE_SIZE.items() if min(H, W) >= m]
-            raise ValueError(f"vis_encode_type {kind!r} needs images of at least "
-                             f"{MIN_IMAGE_SIZE[kind]}x{MIN_IMAGE_SIZE[kind]} pixels, got {H}x{W}; "
-                             f"encoders that fit: {fits}")
+            hint = (f"; images are read as (height, width, channels): if {H} is its channels, "
+                    "move them last (numpy.moveaxis(obs, 0, -1) in a wrapper)"
+                    if H <= 4 < min(W, C) else "")
+            raise ValueError(f"observation {name!r}: vis_encode_type {kind!r} needs images of at "
+                             f"least {MIN_IMAGE_SIZE[kind]}x{MIN_IMAGE_SIZE[kind]} pixels, got "
+                             f"{H}x{W} (shape {tuple(shape)}){hint}; encoders that fit: {fits} "
+                             "(--set network_settings.vis_encode_type=NAME)")
+        self.register_buffer("high", torch.tensor(float(high)), persistent=False)
         self.convs = _conv_stack(kind, C)
         with torch.no_grad():
             flat = self.convs(torch.zeros(1, C, H, W)).numel()
@@ -100,7 +127,7 @@ class ImageEncoder(nn.Module):
                                  nn.ReLU() if kind == "resnet" else nn.LeakyReLU())
 
     def forward(self, x: Tensor) -> Tensor:
-        x = x.permute(0, 3, 1, 2).float() / 255.0
+        x = x.permute(0, 3, 1, 2).float() / self.high
         return self.out(self.convs(x).flatten(1))
 
 
@@ -134,10 +161,14 @@ class ObservationEncoder(nn.Module):
                  vis_encode_type: str = "simple"):
         super().__init__()
         self.specs = specs
-        self.norms = nn.ModuleDict({o.name: RunningNorm(o.shape[0]) for o in specs
+        self.keys = _module_names([o.name for o in specs])  # spec index -> submodule name
+        self.norms = nn.ModuleDict({key: RunningNorm(o.shape[0])
+                                    for key, o in zip(self.keys, specs, strict=True)
                                     if o.kind == "vector" and normalize})
-        self.images = nn.ModuleDict({o.name: ImageEncoder(o.shape, hidden, vis_encode_type)
-                                     for o in specs if o.kind == "image"})
+        self.images = nn.ModuleDict({key: ImageEncoder(o.shape, hidden, vis_encode_type, o.high,
+                                                       o.name)
+                                     for key, o in zip(self.keys, specs, strict=True)
+                                     if o.kind == "image"})
         fixed = sum(o.shape[0] for o in specs if o.kind == "vector") + hidden * len(self.images)
         lists = [o.shape[1] for o in specs if o.kind == "entities"]
         self.entities = EntityEncoder(lists, fixed, hidden) if lists else None
@@ -147,12 +178,12 @@ class ObservationEncoder(nn.Module):
         lead = obs[0].shape[:obs[0].dim() - len(self.specs[0].shape)]
         flat = [o.reshape(-1, *spec.shape) for o, spec in zip(obs, self.specs, strict=False)]
         fixed, lists = [], []
-        for o, spec in zip(flat, self.specs, strict=False):
+        for o, spec, key in zip(flat, self.specs, self.keys, strict=False):
             if spec.kind == "vector":
                 o = o.float()
-                fixed.append(self.norms[spec.name](o) if spec.name in self.norms else o)
+                fixed.append(self.norms[key](o) if key in self.norms else o)
             elif spec.kind == "image":
-                fixed.append(self.images[spec.name](o))
+                fixed.append(self.images[key](o))
             else:
                 lists.append(o)
         own = torch.cat(fixed, -1) if fixed else None
@@ -160,6 +191,6 @@ class ObservationEncoder(nn.Module):
         return torch.cat(parts, -1).reshape(*lead, self.size)
 
     def update_normalizers(self, obs: list[Tensor], present: Tensor) -> None:
-        for o, spec in zip(obs, self.specs, strict=False):
-            if spec.name in self.norms:
-                self.norms[spec.name].update(o[present].float())
+        for o, key in zip(obs, self.keys, strict=False):
+            if key in self.norms:
+                self.norms[key].update(o[present].float())

@@ -1,5 +1,6 @@
 """Training on any PettingZoo ParallelEnv through ParallelEnvGroup."""
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -641,3 +642,121 @@ def test_a_dict_observation_of_only_an_action_mask_is_one_clear_error():
         lambda self, agent: spaces.Dict({"action_mask": spaces.MultiBinary(3)}))})
     with pytest.raises(ValueError, match="holds no observation besides its action_mask"):
         ParallelEnvGroup(factory, num_envs=1)
+
+
+class OddKeys(Leaving):
+    """A Dict observation whose keys are valid for Gymnasium but not as torch module names."""
+
+    @functools.cache
+    def observation_space(self, agent):
+        return spaces.Dict({"camera.rgb": spaces.Box(0, 255, (20, 20, 1), np.uint8),
+                            "type": spaces.Box(-1, 1, (2,), np.float32),
+                            "": spaces.Discrete(2)})
+
+    def _view(self, obs):
+        return {a: {"camera.rgb": np.full((20, 20, 1), 10 * o[1], np.uint8), "type": o, "": 1}
+                for a, o in obs.items()}
+
+    def reset(self, seed=None, options=None):
+        obs, infos = super().reset(seed, options)
+        return self._view(obs), infos
+
+    def step(self, actions):
+        obs, *rest = super().step(actions)
+        return self._view(obs), *rest
+
+
+def test_dict_keys_that_are_not_module_names_train_and_reload(tmp_path):
+    config = POCAConfig().override({"hyperparameters.batch_size": 32, "num_envs": 2,
+                                    "hyperparameters.buffer_size": 64, "max_steps": 200,
+                                    "network_settings.hidden_units": 16,
+                                    "network_settings.normalize": True})
+    result = train(OddKeys, config, run_dir=tmp_path / "run")
+    assert result.episodes > 0
+    from poca.evaluate import checkpoint_returns
+
+    group, team, _ = checkpoint_returns(result.checkpoint,
+                                        functools.partial(ParallelEnvGroup, OddKeys), 2)
+    assert len(team) == 2
+
+
+def test_an_agent_reported_terminated_and_truncated_is_terminal():
+    """Gymnasium reads the pair as terminal: no bootstrap from a value beyond the end."""
+
+    class Both(Leaving):
+        def step(self, actions):
+            obs, rew, term, trunc, infos = super().step(actions)
+            return obs, rew, term, {a: term[a] for a in actions}, infos
+
+    env = ParallelEnvGroup(Both)
+    env.reset(seed=0)
+    step = env.step({"discrete": np.zeros((1, 3, 1), np.int64)})
+    step = env.step({"discrete": np.zeros((1, 3, 1), np.int64)})  # a_0 leaves, flagged both
+    assert step.terminated[0].tolist() == [True, False, False]
+    assert not step.truncated.any()
+    for _ in range(2):  # a_1, then a_2 (ending the group) flagged both
+        step = env.step({"discrete": np.zeros((1, 3, 1), np.int64)})
+    assert step.group_done[0] and not step.group_truncated[0]
+
+
+class GridImage(Frames):
+    """A 0/1 occupancy grid as uint8 (high 1), not a photo (high 255)."""
+
+    channels = 1
+
+    @functools.cache
+    def observation_space(self, agent):
+        return spaces.Box(0, 1, (20, 20, 1), np.uint8)
+
+    def _frames(self, obs):
+        return {a: np.full((20, 20, 1), int(o[1]) % 2, np.uint8) for a, o in obs.items()}
+
+
+def test_uint8_images_are_scaled_by_their_high_not_by_255():
+    import torch
+
+    from poca.encoders import ObservationEncoder
+
+    (spec,) = ParallelEnvGroup(GridImage).spec.obs
+    assert (spec.kind, spec.high) == ("image", 1.0)
+    grid = ObservationEncoder((spec,), 8, normalize=False)
+    photo = ObservationEncoder((dataclasses.replace(spec, high=255.0),), 8, normalize=False)
+    photo.load_state_dict(grid.state_dict())
+    ones = torch.ones(1, 20, 20, 1, dtype=torch.uint8)
+    torch.testing.assert_close(grid([ones]), photo([ones * 255]))
+    assert not torch.allclose(grid([ones]), photo([ones]))
+
+
+def test_a_channels_first_image_is_named_with_the_way_out():
+    class ChannelsFirst(Frames):
+        @functools.cache
+        def observation_space(self, agent):
+            return spaces.Box(0, 255, (3, 32, 32), np.uint8)
+
+        def _frames(self, obs):
+            return dict.fromkeys(obs, np.zeros((3, 32, 32), np.uint8))
+
+    config = POCAConfig().override({"max_steps": 100, "num_envs": 1})
+    with pytest.raises(ValueError, match=r"observation 'obs': vis_encode_type 'simple' needs .*"
+                                         r"got 3x32 \(shape \(3, 32, 32\)\); images are read as "
+                                         r"\(height, width, channels\).*moveaxis"):
+        train(ChannelsFirst, config)
+
+
+def test_an_aec_env_from_a_factory_is_pointed_to_aec_to_parallel():
+    from pettingzoo.utils.conversions import parallel_to_aec
+
+    with pytest.raises(TypeError, match="it is an AEC env, convert it with .*aec_to_parallel"):
+        make_env(lambda: parallel_to_aec(type("Rendered", (Leaving,), {"render_mode": None})()),
+                 1)
+
+
+def test_unsupported_spaces_are_named_on_one_line():
+    class Grid(Leaving):
+        @functools.cache
+        def action_space(self, agent):
+            return spaces.MultiDiscrete([[2, 3], [4, 5]])
+
+    with pytest.raises(TypeError, match=r"MultiDiscrete\(\[\[2 3\] \[4 5\]\]\)") as err:
+        ParallelEnvGroup(Grid)
+    assert "\n" not in str(err.value)

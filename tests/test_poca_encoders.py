@@ -107,3 +107,10 @@ def test_visual_and_entity_observations_train():
     for task, kw in (("GoalVisual-v0", {}), ("GoalEntities-v0", {"num_vector": 0})):
         result = train(task, config, {**MLAGENTS_PARITY, **kw})
         assert result.mean_return() >= 0.9, (task, result.episode_log[-20:])
+
+
+def test_module_names_keep_valid_keys_and_escape_the_rest():
+    from poca.encoders import _module_names
+
+    assert _module_names(["a", "b.c", "type", "", 3, "obs_1"]) == [
+        "a", "obs_1_", "obs_2", "obs_3", "obs_4", "obs_1"]
