@@ -68,7 +68,7 @@ def _parser() -> argparse.ArgumentParser:
                        "--resume, default: the run's")
     train.add_argument("--config", help="YAML file (ML-Agents layout) or a bundled preset: "
                        "goal, grid (the paper's tasks), pettingzoo (PettingZoo tasks), "
-                       "mlagents_test; without it, ML-Agents' defaults")
+                       "mlagents_test; without it, the defaults (README: Defaults)")
     train.add_argument("--num-envs", type=int, help="groups stepped at once")
     train.add_argument("--max-steps", type=int, help="agent-steps to train for")
     train.add_argument("--seed", type=int)

@@ -556,7 +556,7 @@ def _without(state, *keys):
 
 def _reshaped(state):
     actor = dict(state["actor"])
-    name = next(iter(actor))
+    name = next(n for n in actor if n.endswith("weight"))
     actor[name] = torch.zeros(*actor[name].shape[:-1], actor[name].shape[-1] + 3)
     return {**state, "actor": actor}
 

@@ -129,8 +129,8 @@ def test_interrupt_saves_a_checkpoint_and_returns(tmp_path):
 
 
 @pytest.mark.parametrize("hyperparameters, constant", [
-    ({}, False),
-    ({"learning_rate_schedule": "constant"}, True),
+    ({}, True),  # the default learning rate is constant
+    ({"learning_rate_schedule": "linear"}, False),
     ({"learning_rate_schedule": "constant", "beta_schedule": "linear"}, True),
 ])
 def test_beta_and_epsilon_follow_the_learning_rate_schedule_however_it_is_set(
@@ -163,9 +163,11 @@ def test_config_from_mlagents_yaml(tmp_path):
     assert hp.learning_rate == 1e-3 and config.max_steps == 50_000
     assert hp.beta_schedule is hp.epsilon_schedule is None  # as the lr's (ML-Agents)
     assert config.network_settings.memory.memory_size == 16
-    defaults = POCAConfig().hyperparameters  # ML-Agents' defaults, except the rollout sizes
-    assert defaults.learning_rate == 3e-4 and defaults.num_epoch == 3
-    assert defaults.batch_size is defaults.buffer_size is None  # derived: rollout_sizes
+    defaults = POCAConfig()  # ML-Agents' defaults, except these (README: Defaults)
+    hp = defaults.hyperparameters
+    assert (hp.learning_rate, hp.learning_rate_schedule, hp.num_epoch) == (1e-3, "constant", 3)
+    assert hp.batch_size is hp.buffer_size is None  # derived: rollout_sizes
+    assert defaults.network_settings.normalize
 
 
 @pytest.mark.parametrize("data, match", [

@@ -104,8 +104,8 @@ def test_readme_resume_example_keeps_the_runs_config(tmp_path, monkeypatch, caps
 
 
 @pytest.mark.parametrize("argv, fragment, forced", [
-    (["--set", "hyperparameters.learning_rate=1e-3"], "hyperparameters.learning_rate 0.0003 -> "
-                                                       "0.001", 0),
+    (["--set", "hyperparameters.learning_rate=3e-3"], "hyperparameters.learning_rate 0.001 -> "
+                                                       "0.003", 0),
     (["--config", "goal"], "network_settings.hidden_units 16 -> 32", 2),  # other shapes
     (["--num-envs", "2"], "num_envs 4 -> 2", 0),
     (["--seed", "3"], "seed 0 -> 3", 0),
@@ -357,11 +357,12 @@ def test_a_run_trained_on_a_partial_resumes_in_another_process(tmp_path, monkeyp
     ("constant", None, True),  # None follows linear here: a real change
 ])
 def test_resume_compares_beta_and_epsilon_schedules_as_they_run(saved, given, changed):
-    run_config = small_config().to_dict()
+    linear = {"hyperparameters.learning_rate_schedule": "linear"}
+    run_config = small_config(**linear).to_dict()
     run_config["hyperparameters"].update(beta_schedule=saved, epsilon_schedule=saved)
     state = {"config": run_config, "env_id": "Goal-v0", "env_kwargs": {}}
-    config = small_config(**{"hyperparameters.beta_schedule": given,
-                             "hyperparameters.epsilon_schedule": given})
+    config = small_config(**linear, **{"hyperparameters.beta_schedule": given,
+                                       "hyperparameters.epsilon_schedule": given})
     if changed:
         with pytest.raises(ValueError, match=r"beta_schedule 'constant' -> 'linear'"):
             runfolder.resumed_config(state, config, "Goal-v0", None, None, False)
