@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,8 @@ def load_actor(path: str | Path, env: GroupEnv, state: dict | None = None) -> Ac
 
 
 EVAL_BATCH = 256  # env copies `poca eval` runs at once
+# steps after which an evaluation that has not finished says why it may never finish
+STILL_RUNNING_AFTER = 10_000
 
 
 def checkpoint_returns(path: str | Path, make_env, episodes: int, seed: int = 0,
@@ -73,7 +76,14 @@ def episode_returns(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: b
     step = env.reset(seed=seed)
     group, team = np.zeros(env.num_envs), np.zeros(env.num_envs)
     running = np.ones(env.num_envs, dtype=bool)
+    t = 0
     while running.any():
+        t += 1
+        if t == STILL_RUNNING_AFTER:
+            warnings.warn(f"{int(running.sum())} of {env.num_envs} evaluation episodes still "
+                          f"running after {t:,} steps; an env with no time limit of its own "
+                          "never ends them (for a PettingZoo env, give --max-episode-steps N)",
+                          RuntimeWarning, stacklevel=2)
         after = env.step(acting.act(step, deterministic).actions)
         acting.observe(step, after)
         group += np.where(running, after.group_reward, 0.0)

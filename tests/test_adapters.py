@@ -760,3 +760,23 @@ def test_unsupported_spaces_are_named_on_one_line():
     with pytest.raises(TypeError, match=r"MultiDiscrete\(\[\[2 3\] \[4 5\]\]\)") as err:
         ParallelEnvGroup(Grid)
     assert "\n" not in str(err.value)
+
+
+def test_an_evaluation_that_never_ends_says_why(monkeypatch):
+    from poca import evaluate
+    from poca.networks import Actor
+
+    class Endless(Leaving):
+        def step(self, actions):
+            obs, rew, term, trunc, infos = super().step(actions)
+            self.agents = list(self.possible_agents)
+            return ({a: np.zeros(2, np.float32) for a in self.agents}, dict.fromkeys(
+                self.agents, 0.0), dict.fromkeys(self.agents, False),
+                {a: self.t >= 60 for a in self.agents}, dict.fromkeys(self.agents, {}))
+
+    monkeypatch.setattr(evaluate, "STILL_RUNNING_AFTER", 50)
+    env = ParallelEnvGroup(Endless, num_envs=2)
+    actor = Actor(env.spec, POCAConfig().network_settings)
+    with pytest.warns(RuntimeWarning, match="2 of 2 evaluation episodes still running after 50 "
+                                            "steps.*--max-episode-steps"):
+        evaluate.episode_returns(actor, env)
