@@ -42,9 +42,16 @@ def _task(task: str) -> tuple[type[GroupEnv], dict]:
     return TASKS[name]
 
 
-def make_group(task: str, num_envs: int = 1, **kwargs) -> GroupEnv:
-    """The batched core of `task` ("Goal-v0" or "groupenvs/Goal-v0") stepping `num_envs` groups."""
-    cls, variant = _task(task)
+def make_group(task: str | type[GroupEnv], num_envs: int = 1, **kwargs) -> GroupEnv:
+    """The batched core of `task` ("Goal-v0" or "groupenvs/Goal-v0", or a `GroupEnv` subclass of
+    your own, so that the views wrap it too) stepping `num_envs` groups."""
+    if isinstance(task, type) and issubclass(task, GroupEnv):
+        cls, variant = task, {}
+    elif isinstance(task, str):
+        cls, variant = _task(task)
+    else:
+        raise TypeError(f"task must be a registered task's name or a GroupEnv subclass, got "
+                        f"{task!r:.80}")
     check_kwargs(cls, kwargs)
     return cls(num_envs=num_envs, **{**variant, **kwargs})
 

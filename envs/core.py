@@ -38,6 +38,9 @@ class ObsSpec:
                              f"got shape {self.shape}")
         for size in self.shape:
             check_int(f"observation {self.name!r}: each size of its shape {self.shape}", size, 1)
+        if not self.low <= self.high:
+            raise ValueError(f"observation {self.name!r}: low {self.low} is above high "
+                             f"{self.high}")
 
     @property
     def dtype(self) -> type:
@@ -59,6 +62,11 @@ class GroupSpec:
         if not self.obs or not all(isinstance(o, ObsSpec) for o in self.obs):
             raise ValueError(f"GroupSpec.obs must be a non-empty tuple of ObsSpec, got "
                              f"{self.obs!r:.100}")
+        names = [o.name for o in self.obs]
+        twice = next((name for name in names if names.count(name) > 1), None)
+        if twice is not None:
+            raise ValueError(f"GroupSpec.obs: the name {twice!r} is given twice; each component "
+                             "needs a name of its own")
         check_int("GroupSpec.continuous_size", self.continuous_size, 0)
         for size in self.discrete_branches:
             check_int("GroupSpec.discrete_branches: each branch size", size, 1)
@@ -358,6 +366,10 @@ class GroupEnv(ABC):
                 raise ValueError(f"{type(self).__name__}._step: {name} has shape "
                                  f"{getattr(value, 'shape', type(value).__name__)}, expected "
                                  f"{want}")
+            flags = name in ("terminated", "truncated")
+            if (value.dtype == np.bool_) != flags or value.dtype.kind not in "biuf":
+                raise ValueError(f"{type(self).__name__}._step: {name} has dtype {value.dtype}, "
+                                 f"expected {'bool' if flags else 'a real number dtype'}")
         return out
 
     def _check_open(self) -> None:

@@ -45,13 +45,15 @@ class GroupGymEnv(gymnasium.Env):
 
     metadata = {"render_modes": list(RENDER_MODES), "render_fps": 10}
 
-    def __init__(self, task: str = "Goal-v0", render_mode=None, flat: bool = False, **kwargs):
+    def __init__(self, task: str | type = "Goal-v0", render_mode=None, flat: bool = False,
+                 **kwargs):
         check_render_mode(render_mode)
         if "num_envs" in kwargs:
             raise TypeError(f"num_envs: gymnasium.make gives one group; for {kwargs['num_envs']} "
-                            f"groups stepped at once use gymnasium.make_vec("
-                            f"'groupenvs/{task.removeprefix('groupenvs/')}', "
-                            "num_envs=...)")
+                            + (f"groups stepped at once use gymnasium.make_vec("
+                               f"'groupenvs/{task.removeprefix('groupenvs/')}', num_envs=...)"
+                               if isinstance(task, str) else "groups stepped at once use "
+                               f"GroupVectorEnv({task.__name__}, num_envs=...)"))
         self.core = envs.make_group(task, num_envs=1, **kwargs)
         self.render_mode = render_mode
         self.flat = check_bool("flat", flat)
@@ -70,7 +72,8 @@ class GroupGymEnv(gymnasium.Env):
         self._over, self._next = False, None
         self._render.start()
         A = self.core.spec.num_agents
-        info = {"group_reward": 0.0, "individual_reward": np.zeros(A, np.float32)}
+        info = {"group_reward": 0.0, "individual_reward": np.zeros(A, np.float32),
+                **_mask_info(step.action_mask, 0)}
         return _first(self._obs(step.obs, step.alive)), info
 
     def step(self, action):
@@ -100,7 +103,13 @@ class GroupGymEnv(gymnasium.Env):
     @staticmethod
     def _info(step):
         return {"group_reward": float(step.group_reward[0]),
-                "individual_reward": step.reward[0].copy()}
+                "individual_reward": step.reward[0].copy(), **_mask_info(step.action_mask, 0)}
+
+
+def _mask_info(mask, rows) -> dict:
+    """`{"action_mask": bool [..., A, sum(branches)]}` for tasks with masks (in infos, as
+    Gymnasium's Taxi gives its mask), else nothing."""
+    return {} if mask is None else {"action_mask": mask[rows].copy()}
 
 
 def _add_env_axis(action):
@@ -136,7 +145,7 @@ class GroupVectorEnv(VectorEnv):
 
     metadata = {"render_modes": [], "render_fps": 10, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
-    def __init__(self, task: str = "Goal-v0", num_envs: int = 1, render_mode=None,
+    def __init__(self, task: str | type = "Goal-v0", num_envs: int = 1, render_mode=None,
                  flat: bool = False, autoreset_mode=AutoresetMode.NEXT_STEP, **kwargs):
         if render_mode is not None:
             raise ValueError("the batched VectorEnv does not render; render one group with "
@@ -160,7 +169,7 @@ class GroupVectorEnv(VectorEnv):
         super().reset(seed=seed)
         step = self.core.reset(seed=seed)
         self._restart[:] = False
-        return self._obs(step.obs, step.alive), {}
+        return self._obs(step.obs, step.alive), self._with_mask({})
 
     def _obs(self, view, alive, rows=slice(None)):
         return _joint_obs(self.core.spec, view, alive, rows, self.flat)
@@ -173,6 +182,9 @@ class GroupVectorEnv(VectorEnv):
             actions = {k: v.copy() for k, v in actions.items()}
             for v in actions.values():
                 v[restart] = 0
+            if core._legal is not None:  # 0 may be masked at the new start: the first allowed
+                actions["discrete"][restart] = first_allowed(core._legal[restart],
+                                                             spec.discrete_branches)
         step = core.step(actions)
         reward = step.group_reward + step.reward.sum(axis=1)
         truncated = step.group_truncated
@@ -186,7 +198,7 @@ class GroupVectorEnv(VectorEnv):
                 final_alive = np.where(step.group_done[:, None], step.truncated, step.alive)
                 infos["final_obs"] = self._obs(step.final_obs, final_alive)
                 infos["_final_obs"] = step.group_done
-            return obs, reward, terminated, truncated, infos
+            return obs, reward, terminated, truncated, self._with_mask(infos)
         # NEXT_STEP: show the ended episodes' last view now, their next start on the next step
         final_alive = np.where(step.group_done[:, None], step.truncated, step.alive)
         obs = self._obs(step.final_obs, final_alive)
@@ -202,10 +214,25 @@ class GroupVectorEnv(VectorEnv):
                 arr[restart] = 0
         self._restart = step.group_done.copy()
         self._restart[restart] = False
-        return obs, reward, terminated, truncated, infos
+        return obs, reward, terminated, truncated, self._with_mask(infos)
+
+    def _with_mask(self, infos: dict) -> dict:
+        """`infos` with the legal actions of the next step (restarted rows: their replayed
+        start's), for tasks with masks."""
+        legal = self.core._legal
+        if legal is not None:
+            infos.update(action_mask=legal.copy(), _action_mask=np.ones(self.num_envs, bool))
+        return infos
 
     def close_extras(self, **kwargs):
         self.core.close()
+
+
+def first_allowed(mask: np.ndarray, branches: tuple[int, ...]) -> np.ndarray:
+    """[..., sum(branches)] bool -> [..., len(branches)]: each branch's first allowed action (0
+    where none is, which the core then takes as any)."""
+    cuts = np.cumsum(branches)[:-1]
+    return np.stack([part.argmax(-1) for part in np.split(mask, cuts, axis=-1)], -1)
 
 
 def _restart_episodes(core, idx, ended_again):
@@ -215,4 +242,5 @@ def _restart_episodes(core, idx, ended_again):
     core.episode[idx[ended_again]] -= 1  # the ignored step ended it again and moved on
     core._reset_envs(idx)
     core._restart_clock(idx)
+    core._next_mask()  # the replayed start's legal actions, for the next step's check
     return core._observe(idx)

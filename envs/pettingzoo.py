@@ -18,7 +18,7 @@ from pettingzoo import ParallelEnv
 
 import envs
 from envs.render import RENDER_MODES, EpisodeRenderer, check_render_mode
-from envs.spaces import agent_action_space, agent_observation_space, agent_to_core
+from envs.spaces import agent_action_space, agent_mask, agent_observation_space, agent_to_core
 
 DEATH_MODES = ("remove", "absorb")
 
@@ -33,7 +33,7 @@ class GroupParallelEnv(ParallelEnv):
     metadata = {"name": "groupenvs", "render_modes": list(RENDER_MODES), "render_fps": 10,
                 "is_parallelizable": True}
 
-    def __init__(self, task: str = "Goal-v0", death_mode: str = "remove", render_mode=None,
+    def __init__(self, task: str | type = "Goal-v0", death_mode: str = "remove", render_mode=None,
                  **kwargs):
         if death_mode not in DEATH_MODES:
             raise ValueError(f"death_mode must be one of {list(DEATH_MODES)}, got {death_mode!r}")
@@ -44,7 +44,8 @@ class GroupParallelEnv(ParallelEnv):
         self.death_mode = death_mode
         self.render_mode = render_mode
         self.metadata = {**self.metadata,
-                         "name": envs.pettingzoo_id(task).split("/")[1].replace("-", "_")}
+                         "name": envs.pettingzoo_id(task).split("/")[1].replace("-", "_")
+                         if isinstance(task, str) else task.__name__}
         self.possible_agents = [f"agent_{i}" for i in range(self.spec.num_agents)]
         self._slot = {name: i for i, name in enumerate(self.possible_agents)}
         self.agents: list[str] = []
@@ -141,7 +142,7 @@ class GroupParallelEnv(ParallelEnv):
                 rewards[a] = own + group
                 infos[a] = {"individual_reward": own, "group_reward": group}
                 if mask is not None:
-                    infos[a]["action_mask"] = mask[0, i].astype(np.int8)
+                    infos[a]["action_mask"] = agent_mask(self.spec, mask[0, i])
             else:  # absorbed: ended earlier, kept in `agents` until the group ends
                 obs[a] = self._zero_obs()
                 rewards[a] = 0.0
@@ -155,7 +156,7 @@ class GroupParallelEnv(ParallelEnv):
             rewards[a], terms[a], truncs[a] = 0.0, False, False
             infos[a] = {"individual_reward": 0.0, "group_reward": 0.0}
             if mask is not None:
-                infos[a]["action_mask"] = mask[0, slot[a]].astype(np.int8)
+                infos[a]["action_mask"] = agent_mask(self.spec, mask[0, slot[a]])
         if ended:
             self.agents = []
         elif not absorb:  # a new list each step, as before
@@ -198,16 +199,15 @@ class GroupParallelEnv(ParallelEnv):
             return np.zeros(self.spec.obs[0].shape, self.spec.obs[0].dtype)
         return {o.name: np.zeros(o.shape, o.dtype) for o in self.spec.obs}
 
-    @staticmethod
-    def _info(step, i):
+    def _info(self, step, i):
         info = {"individual_reward": float(step.reward[0, i]),
                 "group_reward": float(step.group_reward[0])}
         if step.action_mask is not None:
-            info["action_mask"] = step.action_mask[0, i].astype(np.int8)
+            info["action_mask"] = agent_mask(self.spec, step.action_mask[0, i])
         return info
 
 
-def aec_env(task: str = "Goal-v0", **kwargs):
+def aec_env(task: str | type = "Goal-v0", **kwargs):
     """The AEC (turn-based) form of the same group, for tools that need one."""
     from pettingzoo.utils.conversions import parallel_to_aec
 

@@ -32,6 +32,9 @@ def agent_observation_space(spec: GroupSpec) -> spaces.Space:
 def joint_observation_space(spec: GroupSpec, flat: bool = False) -> spaces.Space:
     """Every component stacked over agent slots, plus the `alive` mask of the slots."""
     A = spec.num_agents
+    if any(o.name == "alive" for o in spec.obs):
+        raise ValueError("an observation component is named 'alive', the key the joint views "
+                         "give the alive mask: rename it")
     if flat:
         sizes = [A * int(np.prod(o.shape)) for o in spec.obs] + [A]
         bounds = [(0.0, 255.0) if o.kind == "image" else (o.low, o.high) for o in spec.obs]
@@ -65,6 +68,20 @@ def agent_action_space(spec: GroupSpec) -> spaces.Space:
     if cont is not None and disc is not None:
         return spaces.Dict({"continuous": cont, "discrete": disc})
     return cont if cont is not None else disc
+
+
+def agent_mask(spec: GroupSpec, row: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
+    """One agent's legal discrete actions (bool [sum(branches)]) in the form its `Discrete` or
+    `MultiDiscrete` space's `sample(mask=...)` takes: an int8 array for one branch, a tuple of
+    them (one per branch) for several; hybrid actions get the discrete part's.
+
+    >>> spec = GroupSpec(1, (ObsSpec("vector", "vector", (3,)),), 0, (2, 3), 100)
+    >>> agent_mask(spec, np.array([0, 1, 1, 0, 1], bool))
+    (array([0, 1], dtype=int8), array([1, 0, 1], dtype=int8))
+    """
+    flat = row.astype(np.int8)
+    branches = spec.discrete_branches
+    return flat if len(branches) == 1 else tuple(np.split(flat, np.cumsum(branches)[:-1]))
 
 
 def joint_action_space(spec: GroupSpec, flat: bool = False) -> spaces.Space:

@@ -619,10 +619,13 @@ def _warn_unless_seeded(env: GroupEnv, name: str) -> None:
     if not all(a.shape == b.shape and np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
                for a, b in zip((*first.obs, first.alive), (*again.obs, again.alive),
                                strict=True)):
+        how = ("seed the env's random generators in reset() (e.g. self.np_random from "
+               "gymnasium.utils.seeding.np_random(seed))" if isinstance(env, ParallelEnvGroup)
+               else "draw a GroupEnv's randomness from its seeded streams (self.random_bits, "
+               "self.uniform)")
         warnings.warn(f"{name}: reset(seed=12345) twice gave different observations, so its "
-                      "episodes do not follow the seed and a run cannot be repeated; seed the "
-                      "env's random generators in reset() (e.g. self.np_random from "
-                      "gymnasium.utils.seeding.np_random(seed))", RuntimeWarning, stacklevel=3)
+                      f"episodes do not follow the seed and a run cannot be repeated; {how}",
+                      RuntimeWarning, stacklevel=3)
 
 
 def checked(env: GroupEnv) -> GroupEnv:

@@ -346,3 +346,34 @@ def test_a_spec_a_learner_cannot_use_is_refused_when_made(make, match):
     """Zero-size or misshaped observations, or no action at all, crashed inside the trainer."""
     with pytest.raises(ValueError, match=match):
         make()
+
+
+def test_step_flags_that_are_not_bools_are_named_at_the_first_step():
+    class FloatFlags(Turns):
+        def _step(self, cont, disc):
+            reward, group, terminated, truncated = super()._step(cont, disc)
+            return reward, group, terminated.astype(np.float32), truncated
+
+    env = FloatFlags()
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"FloatFlags._step: terminated has dtype float32, "
+                                         r"expected bool"):
+        env.step({"discrete": np.ones((2, 2, 2), np.int64)})
+
+
+def test_observation_names_twice_and_inverted_bounds_are_refused():
+    v = ObsSpec("v", "vector", (1,))
+    with pytest.raises(ValueError, match="the name 'v' is given twice"):
+        GroupSpec(num_agents=1, obs=(v, v), continuous_size=1, discrete_branches=(),
+                  max_steps=5)
+    with pytest.raises(ValueError, match="observation 'w': low 1.0 is above high -1.0"):
+        ObsSpec("w", "vector", (1,), 1.0, -1.0)
+
+
+def test_a_component_named_alive_is_refused_by_the_joint_views():
+    from envs.spaces import joint_observation_space
+
+    spec = GroupSpec(num_agents=1, obs=(ObsSpec("alive", "vector", (1,)),), continuous_size=1,
+                     discrete_branches=(), max_steps=5)
+    with pytest.raises(ValueError, match="named 'alive'.*rename it"):
+        joint_observation_space(spec)

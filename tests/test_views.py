@@ -340,3 +340,79 @@ def test_native_make_vec_takes_one_seed_not_a_list():
     for seeds in ([1, 2], np.array([1, 2])):
         with pytest.raises(TypeError, match=r"one int for all 2 groups \(group i draws"):
             vec.reset(seed=seeds)
+
+
+class Picky(envs.GroupEnv):
+    """Two agents, branches (3, 2); move 0 of the first branch is never allowed, so a view that
+    fills ignored actions with 0 would play a forbidden move. Episodes end at the time limit."""
+
+    def __init__(self, num_envs=1, max_steps=3):
+        super().__init__(envs.GroupSpec(num_agents=2, obs=(envs.ObsSpec("v", "vector", (2,)),),
+                                        continuous_size=0, discrete_branches=(3, 2),
+                                        max_steps=max_steps), num_envs)
+
+    def _reset_envs(self, idx):
+        self.alive[idx] = True
+
+    def _step(self, cont, disc):
+        E = self.num_envs
+        no = np.zeros((E, 2), bool)
+        return (disc[..., 0] == 2).astype(np.float32), np.zeros(E, np.float32), no, no.copy()
+
+    def _observe(self, rows=slice(None)):
+        obs = np.zeros((self.env_ids[rows].size, 2, 2), np.float32)
+        obs[..., 0] = self.t[rows, None] / 50  # the time, so that views see something
+        obs[..., 1] = 0.5
+        return (obs,)
+
+    def _action_mask(self):
+        mask = np.ones((self.num_envs, 2, 5), bool)
+        mask[..., 0] = False
+        return mask
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_vector_view_of_a_masked_task_shows_the_mask_and_restarts_within_it(mode):
+    from envs.gymnasium import GroupVectorEnv
+
+    env = GroupVectorEnv(Picky, num_envs=4, autoreset_mode=mode)
+    _, infos = env.reset(seed=0)
+    expected = np.tile([False, True, True, True, True], (4, 2, 1))
+    np.testing.assert_array_equal(infos["action_mask"], expected)
+    assert infos["_action_mask"].all()
+    legal = np.ones((4, 2, 2), np.int64)
+    for _ in range(10):  # three time limits, and the restart steps after them
+        *_, infos = env.step(legal)
+        np.testing.assert_array_equal(infos["action_mask"], expected)
+
+
+def test_single_group_view_of_a_masked_task_shows_the_mask():
+    from envs.gymnasium import GroupGymEnv
+
+    env = GroupGymEnv(Picky)
+    _, info = env.reset(seed=0)
+    assert info["action_mask"].tolist() == [[False, True, True, True, True]] * 2
+    *_, info = env.step(np.ones((2, 2), np.int64))
+    assert info["action_mask"].shape == (2, 5)
+    with pytest.raises(TypeError, match=r"GroupVectorEnv\(Picky, num_envs=...\)"):
+        GroupGymEnv(Picky, num_envs=2)
+
+
+@pytest.mark.filterwarnings("ignore:Action space for each agent probably")  # MultiDiscrete
+def test_pettingzoo_mask_of_several_branches_is_the_form_sample_takes():
+    from envs.pettingzoo import aec_env
+
+    env = GroupParallelEnv(Picky, max_steps=50)
+    _, infos = env.reset(seed=0)
+    mask = infos["agent_0"]["action_mask"]
+    assert [m.tolist() for m in mask] == [[0, 1, 1], [1, 1]]
+    for _ in range(20):
+        assert env.action_space("agent_0").sample(mask)[0] != 0
+    assert env.metadata["name"] == "Picky"
+    pzt.api_test(aec_env(Picky, max_steps=50), num_cycles=100)
+
+
+def test_make_group_takes_a_task_class_or_a_name_only():
+    assert isinstance(envs.make_group(Picky, num_envs=2), Picky)
+    with pytest.raises(TypeError, match="a registered task's name or a GroupEnv subclass"):
+        envs.make_group(Picky(), num_envs=2)
