@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from envs.core import GroupSpec
+from poca import runfolder
 
 FORMAT = "groupenvs-poca/1"
 # What every checkpoint holds, and the type of each entry.
@@ -92,6 +93,10 @@ def load(path: Path, spec: GroupSpec | None = None, state: dict | None = None) -
             check_fits(path, state, spec)
         return state
     path = Path(path)
+    if path.is_dir():
+        hint = (f"; a run folder's latest is {path / 'checkpoints' / 'latest.pt'}"
+                if (path / "checkpoints" / "latest.pt").is_file() else "")
+        raise CheckpointError(f"{path} is a directory, not a checkpoint file{hint}")
     if not path.is_file():
         raise CheckpointError(f"no checkpoint at {path}")
     try:
@@ -176,7 +181,7 @@ def save_trainer(trainer, state: dict | None = None) -> Path:
     path = folder / f"step-{state['agent_steps']:09d}.pt"
     save(path, state)
     save(folder / "latest.pt", state)
-    for old in sorted(folder.glob("step-*.pt"))[:-trainer.config.keep_checkpoints]:
+    for old in runfolder.step_checkpoints(folder)[:-trainer.config.keep_checkpoints]:
         old.unlink()
     trainer.last_checkpoint, trainer._saved_at = path, state["agent_steps"]
     return path

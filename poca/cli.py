@@ -57,6 +57,14 @@ def _assignment(text: str) -> tuple[str, object]:
                                          f"{str(err).splitlines()[0]})") from None
 
 
+def _config_source(text: str) -> str:
+    """--config's value: an empty one (an unset shell variable) is an error, not the defaults."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a YAML file or a preset name, or leave "
+                                         "--config out for the defaults")
+    return text
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="poca", description="MA-POCA for groupenvs and "
                                      "any GroupEnv.")
@@ -66,16 +74,17 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("env_id", help=ENV_HELP)
     train.add_argument("--env-kwargs", type=_json_dict, help="task arguments (JSON); on "
                        "--resume, default: the run's")
-    train.add_argument("--config", help="YAML file (ML-Agents layout) or a bundled preset: "
-                       "goal, grid (the paper's tasks), pettingzoo (PettingZoo tasks), "
+    train.add_argument("--config", type=_config_source, help="YAML file (ML-Agents layout) or "
+                       "a bundled preset: goal, grid (the paper's tasks), pettingzoo (PettingZoo "
+                       "tasks), "
                        "mlagents_test; without it, the defaults (README: Defaults)")
     train.add_argument("--num-envs", type=int, help="groups stepped at once")
     train.add_argument("--max-steps", type=int, help="agent-steps to train for")
     train.add_argument("--seed", type=int)
     train.add_argument("--run-dir", type=Path, help="default: runs/<env>/<time>")
     train.add_argument("--resume", action="store_true", help="continue the run in --run-dir "
-                       "with its saved config; only --max-steps, --threads and --no-progress "
-                       "may differ")
+                       "with its saved config; only --max-steps, --threads, --env-workers and "
+                       "--no-progress may differ")
     train.add_argument("--force", action="store_true", help="with --resume: allow changing "
                        "other settings of the run")
     train.add_argument("--device", help="cpu, cuda or cuda:N")
@@ -158,24 +167,29 @@ def _train(args) -> int:
                       ("device", "device"), ("threads", "threads"),
                       ("env_workers", "num_env_workers")):
         if getattr(args, flag) is not None:
+            if key in overrides:
+                raise ValueError(f"both --{flag.replace('_', '-')} and --set {key}=... given; "
+                                 "give one")
             overrides[key] = getattr(args, flag)
     state, resumed_from = None, 0
     if args.resume:
         if args.run_dir is None:
             raise ValueError("--resume needs the --run-dir of the run to continue")
-        from poca.runfolder import latest_checkpoint
+        from poca import runfolder
 
-        latest = latest_checkpoint(args.run_dir)
+        latest = runfolder.latest_checkpoint(args.run_dir)
         try:
             state = checkpoint.load(latest)
         except checkpoint.CheckpointError as err:  # damaged from outside: saves are atomic
-            older = sorted(p.name for p in latest.parent.glob("step-*.pt"))
+            older = [p.name for p in runfolder.step_checkpoints(latest.parent)]
             raise checkpoint.CheckpointError(
                 f"{err}" + (f"; the run also keeps {older}: copy one over {latest.name} to "
                             "resume from it" if older else "")) from None
         resumed_from = state["agent_steps"]
-        if args.config:
-            config = POCAConfig.load(args.config)
+        if args.config:  # the run's own max_steps, threads, workers unless flags say otherwise
+            own = state["config"]
+            config = POCAConfig.load(args.config).override(
+                {key: own[key] for key in runfolder.RESUMABLE if key in own})
         else:
             try:
                 config = POCAConfig.from_dict(state["config"])

@@ -29,7 +29,7 @@ EVAL_SEED = 1_000_003  # + the training seed: evaluation episodes never seen in 
 
 
 def add_parser(sub) -> None:
-    from poca.cli import _assignment, _json_dict, _positive
+    from poca.cli import _assignment, _config_source, _json_dict, _positive
 
     p = sub.add_parser("compare", help="train several critics on the same seeds and compare")
     p.add_argument("env_id", help="as for train")
@@ -37,7 +37,8 @@ def add_parser(sub) -> None:
                    help=f"comma-separated, from {', '.join(CRITICS)}")
     p.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
     p.add_argument("--max-steps", type=int, help="agent-steps per run")
-    p.add_argument("--config", help="YAML file or bundled preset, shared by every critic")
+    p.add_argument("--config", type=_config_source,
+                   help="YAML file or bundled preset, shared by every critic")
     p.add_argument("--env-kwargs", type=_json_dict, default={}, help="task arguments (JSON)")
     p.add_argument("--set", type=_assignment, action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--eval-episodes", type=int, default=100)

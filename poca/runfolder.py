@@ -34,17 +34,36 @@ class RunFolderError(ValueError):
 
 
 def holds_run(run_dir: Path) -> bool:
-    """A run that can be resumed (one stopped before its first checkpoint cannot)."""
-    return (run_dir / "checkpoints" / "latest.pt").exists()
+    """A run's checkpoints: `latest.pt` or any step file (a new run there would mix with them,
+    and pruning would delete the new ones first). A run stopped before its first checkpoint
+    holds none."""
+    folder = Path(run_dir) / "checkpoints"
+    return (folder / "latest.pt").exists() or any(folder.glob("step-*.pt"))
+
+
+def step_checkpoints(folder: Path) -> list[Path]:
+    """A run's step-N.pt files, oldest first (by N, not by name: past 10**9 agent-steps the
+    names grow a digit)."""
+    def agent_steps(path: Path) -> int:
+        digits = path.stem.removeprefix("step-")
+        return int(digits) if digits.isdigit() else -1
+
+    return sorted(Path(folder).glob("step-*.pt"), key=agent_steps)
 
 
 def latest_checkpoint(run_dir: Path) -> Path:
     """The checkpoint a resumed run continues from, or a clear error."""
     path = Path(run_dir) / "checkpoints" / "latest.pt"
+    if not Path(run_dir).is_dir():
+        raise RunFolderError(f"no run folder {run_dir} to resume")
     if not path.exists():
-        raise RunFolderError(f"{run_dir} holds no checkpoint to resume from (a run stopped "
-                             "before its first checkpoint can only start again, without "
-                             "--resume)")
+        older = [p.name for p in step_checkpoints(path.parent)]
+        raise RunFolderError(
+            f"{run_dir} holds no checkpoint to resume from" + (
+                f" in {path.name}; it keeps {older}: copy one over {path} to resume from it"
+                if older else
+                " (a run stopped before its first checkpoint can only start again, without "
+                "--resume)"))
     return path
 
 
@@ -187,6 +206,20 @@ def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwar
         own = POCAConfig.from_dict(saved["config"])
     except (ValueError, TypeError) as err:
         raise ValueError(f"the run's saved config is invalid: {err}") from None
+    # Rollout sizes left unset are derived from max_steps (`POCAConfig.rollout_sizes`): a resume
+    # with more steps must not change them, so unset ones mean the run's own.
+    slots = saved.get("spec", {}).get("num_agents")
+    sizes = dict(zip(("hyperparameters.buffer_size", "hyperparameters.batch_size"),
+                     own.rollout_sizes(slots) if slots else (None, None), strict=True))
+
+    def pinned(c: POCAConfig) -> POCAConfig:
+        hp = c.hyperparameters
+        unset = {key: size for (key, size), value in
+                 zip(sizes.items(), (hp.buffer_size, hp.batch_size), strict=True)
+                 if value is None and size is not None}
+        return c.override(unset) if unset else c
+
+    own, config = pinned(own), None if config is None else pinned(config)
     changes = []
     if not same_env_id(env_id, saved["env_id"]):
         changes.append(f"environment {saved['env_id']!r} -> {env_id!r}")

@@ -368,3 +368,69 @@ def test_resume_compares_beta_and_epsilon_schedules_as_they_run(saved, given, ch
             runfolder.resumed_config(state, config, "Goal-v0", None, None, False)
     else:
         assert runfolder.resumed_config(state, config, "Goal-v0", None, None, False)[0] == config
+
+
+def test_a_folder_with_step_checkpoints_but_no_latest_is_not_taken_by_a_new_run(tmp_path,
+                                                                                capsys):
+    run = tmp_path / "run"
+    train("Goal-v0", small_config(max_steps=900, checkpoint_interval=300), run_dir=run)
+    (run / "checkpoints" / "latest.pt").unlink()
+    kept = [p.name for p in runfolder.step_checkpoints(run / "checkpoints")]
+    assert kept and main(["train", "Goal-v0", "--run-dir", str(run), "--resume",
+                          "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"it keeps {kept}: copy one over" in err
+    with pytest.raises(runfolder.RunFolderError, match="already holds a run"):
+        train("Goal-v0", small_config(), run_dir=run)
+    assert [p.name for p in runfolder.step_checkpoints(run / "checkpoints")] == kept
+
+
+def test_step_checkpoints_are_ordered_by_their_agent_steps(tmp_path):
+    for n in (999_999_999, 1_000_000_000, 5):
+        (tmp_path / f"step-{n:09d}.pt").touch()
+    assert [p.name for p in runfolder.step_checkpoints(tmp_path)] == [
+        "step-000000005.pt", "step-999999999.pt", "step-1000000000.pt"]
+
+
+def test_a_resume_with_more_steps_keeps_the_derived_rollout_sizes(tmp_path):
+    """Unset sizes follow max_steps (buffer capped at max_steps / 32): a resume that raises
+    max_steps would otherwise change what each update learns from."""
+    config = POCAConfig().override({"num_envs": 2, "max_steps": 640,
+                                    "network_settings.hidden_units": 16})
+    assert config.rollout_sizes(2) == (20, 5)
+    run = tmp_path / "run"
+    train("Goal-v0", config, run_dir=run)
+    for steps in (1600, 3200):  # the second resume compares with sizes saved by the first
+        result = train("Goal-v0", config.override({"max_steps": steps}), run_dir=run,
+                       resume=True)
+        state = checkpoint.load(result.checkpoint)
+        saved = state["config"]["hyperparameters"]
+        assert (saved["buffer_size"], saved["batch_size"]) == (20, 5)
+        assert state["agent_steps"] >= steps
+
+
+def test_resume_with_a_config_file_keeps_the_run_s_own_max_steps(tmp_path, capsys):
+    run = str(tmp_path / "run")
+    assert main(["train", "Goal-v0", "--config", "goal", "--max-steps", "1000", "--run-dir", run,
+                 "--no-progress"]) == 0
+    steps = checkpoint.load(Path(run) / "checkpoints" / "latest.pt")["agent_steps"]
+    assert main(["train", "Goal-v0", "--config", "goal", "--run-dir", run, "--resume",
+                 "--no-progress"]) == 0  # the preset says 20,000; the run says 1,000
+    assert checkpoint.load(Path(run) / "checkpoints" / "latest.pt")["agent_steps"] == steps
+    assert json.loads((Path(run) / "config.json").read_text())["config"]["max_steps"] == 1000
+    capsys.readouterr()
+
+
+def test_an_empty_config_a_flag_given_twice_and_a_folder_as_checkpoint_are_usage_errors(
+        tmp_path, capsys):
+    with pytest.raises(SystemExit) as usage:  # argparse's own exit
+        main(["train", "Goal-v0", "--config", "", "--no-progress"])
+    assert usage.value.code == 2 and "--config: is empty" in capsys.readouterr().err
+    assert main(["train", "Goal-v0", "--seed", "6", "--set", "seed=5", "--run-dir",
+                 str(tmp_path / "r"), "--no-progress"]) == 2
+    assert "both --seed and --set seed=... given" in capsys.readouterr().err
+    run = tmp_path / "run"
+    train("Goal-v0", small_config(max_steps=200), run_dir=run)
+    assert main(["eval", "Goal-v0", "--checkpoint", str(run), "--episodes", "2"]) == 2
+    assert f"is a directory, not a checkpoint file; a run folder's latest is {run}" in (
+        capsys.readouterr().err)
