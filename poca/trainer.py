@@ -336,9 +336,11 @@ class Trainer:
         new_units = self.critic.return_stats()
 
         # 3. Minibatch units: sequences of `length` steps of one env (single steps without
-        # memory), each starting from the memories stored for its first step.
+        # memory), each starting from the memories stored for its first step. A sequence longer
+        # than the rollout would only add padding (masked, after the real steps): the same
+        # update at up to sequence_length / T times the cost.
         memory = cfg.network_settings.memory
-        length = memory.sequence_length if memory is not None else 1
+        length = min(memory.sequence_length, len(ro.alive)) if memory is not None else 1
         units = {name: to_units(tensor, length) for name, tensor in {
             "alive": ro.alive, "cont": ro.cont, "disc": ro.disc, "mask": ro.action_mask,
             "old_log_prob": ro.log_prob, "old_value": in_units(est.value, *old_units),

@@ -13,6 +13,7 @@ from poca.cli import main
 from poca.config import POCAConfig
 from poca.curves import steps_to_threshold
 from poca.evaluate import evaluate, load_actor
+from poca.rollout import to_units
 from poca.trainer import Trainer, TrainingDiverged, train
 
 
@@ -246,3 +247,27 @@ def test_cli_play_records_a_gif(tmp_path, capsys):
         assert image.n_frames >= 4 and image.size[0] == 480
     assert "episode 1: group return" in capsys.readouterr().out
     assert main(["play", "Goal-v0", "--checkpoint", str(run / "checkpoints" / "latest.pt")]) == 2
+
+
+def test_a_sequence_longer_than_the_rollout_updates_as_one_of_the_rollout_s_length(
+        monkeypatch):
+    """Sequences are cut to the rollout: padding beyond it is masked, so the update is the same
+    (up to float summation order), without paying for sequence_length / T times the steps."""
+    import poca.trainer
+
+    lengths = []
+    monkeypatch.setattr(poca.trainer, "to_units", lambda x, length: (
+        lengths.append(length), to_units(x, length))[1])
+
+    def updated(sequence_length):
+        config = small_config(**{"network_settings.memory": {
+            "memory_size": 8, "sequence_length": sequence_length}})
+        trainer = Trainer(make_env("GoalMemory-v0", 4), config, progress=False)
+        rollout = trainer.collect()
+        assert len(rollout.alive) < 64
+        lengths.clear()
+        trainer.update(rollout)
+        assert set(lengths) == {len(rollout.alive)}
+        return torch.cat([p.detach().flatten() for p in trainer.params])
+
+    torch.testing.assert_close(updated(64), updated(10_000), rtol=1e-5, atol=1e-6)
