@@ -20,13 +20,17 @@ OBS_KINDS = ("vector", "image", "entities")
 
 @dataclass(frozen=True)
 class ObsSpec:
-    """One observation component: `vector (d,)`, `image (H, W, C)` uint8, `entities (n_max, d)`."""
+    """One observation component: `vector (d,)`, `image (H, W, C)` uint8, `entities (n_max, d)`.
+
+    `low`/`high` are the bounds the views' spaces declare; left out, 0 and 255 for an image,
+    -1 and 1 otherwise. A learner divides an image's pixels by its `high` (255 for a photo, 1
+    for a 0/1 grid)."""
 
     name: str
     kind: str
     shape: tuple[int, ...]
-    low: float = -1.0
-    high: float = 1.0
+    low: float | None = None
+    high: float | None = None
 
     def __post_init__(self):
         if self.kind not in OBS_KINDS:
@@ -38,6 +42,13 @@ class ObsSpec:
                              f"got shape {self.shape}")
         for size in self.shape:
             check_int(f"observation {self.name!r}: each size of its shape {self.shape}", size, 1)
+        image = self.kind == "image"
+        for field, default in (("low", 0.0 if image else -1.0), ("high", 255.0 if image else 1.0)):
+            if getattr(self, field) is None:
+                object.__setattr__(self, field, default)
+        if image and not 0 <= self.low < self.high <= 255:
+            raise ValueError(f"observation {self.name!r}: an image's bounds must lie within the "
+                             f"uint8 range 0..255 with low below high, got {self.low}..{self.high}")
         if not self.low <= self.high:
             raise ValueError(f"observation {self.name!r}: low {self.low} is above high "
                              f"{self.high}")
@@ -336,8 +347,7 @@ class GroupEnv(ABC):
 
     # -- checks --
     def _observed(self, rows=slice(None)) -> tuple[np.ndarray, ...]:
-        """`_observe(rows)` checked against `spec.obs`: the shapes, and uint8 images (learners
-        scale them by 1/255)."""
+        """`_observe(rows)` checked against `spec.obs`: the shapes, and uint8 images."""
         obs = self._observe(rows)
         n = self.env_ids[rows].size  # rows: a slice, an index or a boolean mask
         task = type(self).__name__

@@ -18,7 +18,7 @@ from envs.core import GroupSpec, ObsSpec
 
 def _obs_box(o: ObsSpec, lead: tuple[int, ...] = ()) -> spaces.Box:
     if o.kind == "image":
-        return spaces.Box(0, 255, lead + o.shape, dtype=np.uint8)
+        return spaces.Box(int(o.low), int(o.high), lead + o.shape, dtype=np.uint8)
     return spaces.Box(o.low, o.high, lead + o.shape, dtype=np.float32)
 
 
@@ -37,7 +37,7 @@ def joint_observation_space(spec: GroupSpec, flat: bool = False) -> spaces.Space
                          "give the alive mask: rename it")
     if flat:
         sizes = [A * int(np.prod(o.shape)) for o in spec.obs] + [A]
-        bounds = [(0.0, 255.0) if o.kind == "image" else (o.low, o.high) for o in spec.obs]
+        bounds = [(o.low, o.high) for o in spec.obs]
         low = np.concatenate([np.full(n, lo, np.float32) for n, (lo, _) in
                               zip(sizes, bounds + [(0.0, 1.0)], strict=True)])
         high = np.concatenate([np.full(n, hi, np.float32) for n, (_, hi) in

@@ -61,9 +61,9 @@ def _obs_spec(name: str, space: spaces.Space, where: str) -> ObsSpec:
     if not np.prod(space.shape):
         raise ValueError(f"{where}: the observation {name!r} is empty ({space}); give it at "
                          "least one number, or leave it out")
-    low, high = np.min(space.low), np.max(space.high)
-    return ObsSpec(name, "vector", (int(np.prod(space.shape)),), float(max(low, -1e9)),
-                   float(min(high, 1e9)))
+    low = float(np.clip(np.min(space.low), -1e9, 1e9))  # bounds for the views, not the networks
+    high = float(np.clip(np.max(space.high), low, 1e9))
+    return ObsSpec(name, "vector", (int(np.prod(space.shape)),), low, high)
 
 
 STEP_FIELDS = ("observations", "rewards", "terminations", "truncations", "infos")
@@ -104,6 +104,10 @@ def _encode(space: spaces.Space, value, where: str) -> np.ndarray:
                          f"{array.dtype} values in [{array.min()}, {array.max()}]"
                          + ("" if array.dtype.kind != "f" or (array == np.round(array)).all()
                             else " that are not whole numbers"))
+    high = int(np.max(space.high))
+    if high < 255 and array.size and array.max() > high:  # pixels are divided by it
+        raise ValueError(f"{where} holds {array.max()}, above its space's high {high} (the "
+                         f"networks divide its pixels by {high})")
     return array
 
 

@@ -11,6 +11,7 @@ import torch
 from envs.core import GroupEnv
 from poca import checkpoint
 from poca.acting import Acting
+from poca.adapters import NEVER
 from poca.config import POCAConfig
 from poca.networks import Actor
 
@@ -79,7 +80,7 @@ def episode_returns(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: b
     t = 0
     while running.any():
         t += 1
-        if t == STILL_RUNNING_AFTER:
+        if t == STILL_RUNNING_AFTER and env.spec.max_steps >= NEVER:  # no time limit at all
             warnings.warn(f"{int(running.sum())} of {env.num_envs} evaluation episodes still "
                           f"running after {t:,} steps; an env with no time limit of its own "
                           "never ends them (for a PettingZoo env, give --max-episode-steps N)",

@@ -44,11 +44,9 @@ def holds_run(run_dir: Path) -> bool:
 def step_checkpoints(folder: Path) -> list[Path]:
     """A run's step-N.pt files, oldest first (by N, not by name: past 10**9 agent-steps the
     names grow a digit)."""
-    def agent_steps(path: Path) -> int:
-        digits = path.stem.removeprefix("step-")
-        return int(digits) if digits.isdigit() else -1
-
-    return sorted(Path(folder).glob("step-*.pt"), key=agent_steps)
+    found = [(int(p.stem[5:]), p) for p in Path(folder).glob("step-*.pt")
+             if p.stem[5:].isascii() and p.stem[5:].isdigit()]  # not a user's step-best.pt
+    return [path for _, path in sorted(found)]
 
 
 def latest_checkpoint(run_dir: Path) -> Path:
@@ -209,14 +207,16 @@ def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwar
     # Rollout sizes left unset are derived from max_steps (`POCAConfig.rollout_sizes`): a resume
     # with more steps must not change them, so unset ones mean the run's own.
     slots = saved.get("spec", {}).get("num_agents")
-    sizes = dict(zip(("hyperparameters.buffer_size", "hyperparameters.batch_size"),
-                     own.rollout_sizes(slots) if slots else (None, None), strict=True))
 
-    def pinned(c: POCAConfig) -> POCAConfig:
-        hp = c.hyperparameters
-        unset = {key: size for (key, size), value in
-                 zip(sizes.items(), (hp.buffer_size, hp.batch_size), strict=True)
-                 if value is None and size is not None}
+    def pinned(c: POCAConfig) -> POCAConfig:  # the run's sizes, not ones from a new max_steps
+        if not slots:
+            return c
+        same_shape = (c.num_envs, c.time_horizon) == (own.num_envs, own.time_horizon)
+        hp, sizes = c.hyperparameters, (own if same_shape else c.override(
+            {"max_steps": own.max_steps})).rollout_sizes(slots)
+        unset = {key: size for key, size, value in
+                 zip(("hyperparameters.buffer_size", "hyperparameters.batch_size"), sizes,
+                     (hp.buffer_size, hp.batch_size), strict=True) if value is None}
         return c.override(unset) if unset else c
 
     own, config = pinned(own), None if config is None else pinned(config)

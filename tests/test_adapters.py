@@ -781,3 +781,13 @@ def test_an_evaluation_that_never_ends_says_why(monkeypatch):
     with pytest.warns(RuntimeWarning, match="2 of 2 evaluation episodes still running after 50 "
                                             "steps.*--max-episode-steps"):
         evaluate.episode_returns(actor, env)
+
+
+def test_vector_bounds_beyond_1e9_and_pixels_above_an_image_s_high():
+    from poca.adapters import _obs_spec
+
+    stamp = _obs_spec("t", spaces.Box(1.5e9, 2e9, (2,), np.float64), "x")
+    assert (stamp.low, stamp.high) == (1e9, 1e9)
+    with pytest.raises(ValueError, match=r"holds 255, above its space's high 1 \(the networks "
+                                         r"divide its pixels by 1\)"):
+        _encode(spaces.Box(0, 1, (2, 2, 1), np.uint8), np.full((2, 2, 1), 255, np.uint8), "obs")

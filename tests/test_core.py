@@ -377,3 +377,17 @@ def test_a_component_named_alive_is_refused_by_the_joint_views():
                      discrete_branches=(), max_steps=5)
     with pytest.raises(ValueError, match="named 'alive'.*rename it"):
         joint_observation_space(spec)
+
+
+def test_image_bounds_default_to_the_uint8_range_and_stay_in_it():
+    from envs.spaces import agent_observation_space
+
+    image = ObsSpec("cam", "image", (20, 20, 3))
+    assert (image.low, image.high) == (0.0, 255.0)  # so learners divide its pixels by 255
+    assert (ObsSpec("v", "vector", (2,)).low, ObsSpec("v", "vector", (2,)).high) == (-1.0, 1.0)
+    grid = ObsSpec("grid", "image", (20, 20, 1), 0, 1)
+    spec = GroupSpec(num_agents=1, obs=(grid,), continuous_size=1, discrete_branches=(),
+                     max_steps=5)
+    assert agent_observation_space(spec).high.max() == 1
+    with pytest.raises(ValueError, match="within the uint8 range 0..255"):
+        ObsSpec("cam", "image", (20, 20, 3), 0, 300)

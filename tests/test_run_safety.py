@@ -434,3 +434,16 @@ def test_an_empty_config_a_flag_given_twice_and_a_folder_as_checkpoint_are_usage
     assert main(["eval", "Goal-v0", "--checkpoint", str(run), "--episodes", "2"]) == 2
     assert f"is a directory, not a checkpoint file; a run folder's latest is {run}" in (
         capsys.readouterr().err)
+
+
+def test_a_forced_resume_with_more_envs_derives_its_sizes_for_them(tmp_path):
+    config = POCAConfig().override({"num_envs": 1, "max_steps": 100_000})
+    state = {"config": config.to_dict(), "env_id": "Goal-v0", "env_kwargs": {},
+             "spec": {"num_agents": 2}}
+    more = config.override({"num_envs": 64, "max_steps": 200_000})
+    resumed, *_ = runfolder.resumed_config(state, more, "Goal-v0", None, None, force=True)
+    hp = resumed.hyperparameters
+    expected = more.override({"max_steps": 100_000}).rollout_sizes(2)
+    assert (hp.buffer_size, hp.batch_size) == expected == (3125, 781)
+    (tmp_path / "step-best.pt").touch()  # a user's file: never pruned as a step checkpoint
+    assert runfolder.step_checkpoints(tmp_path) == []
