@@ -645,7 +645,7 @@ def test_a_dict_observation_of_only_an_action_mask_is_one_clear_error():
         ParallelEnvGroup(factory, num_envs=1)
 
 
-class OddKeys(Leaving):
+class OddKeys(Frames):
     """A Dict observation whose keys are valid for Gymnasium but not as torch module names."""
 
     @functools.cache
@@ -654,17 +654,9 @@ class OddKeys(Leaving):
                             "type": spaces.Box(-1, 1, (2,), np.float32),
                             "": spaces.Discrete(2)})
 
-    def _view(self, obs):
+    def _frames(self, obs):
         return {a: {"camera.rgb": np.full((20, 20, 1), 10 * o[1], np.uint8), "type": o, "": 1}
                 for a, o in obs.items()}
-
-    def reset(self, seed=None, options=None):
-        obs, infos = super().reset(seed, options)
-        return self._view(obs), infos
-
-    def step(self, actions):
-        obs, *rest = super().step(actions)
-        return self._view(obs), *rest
 
 
 def test_dict_keys_that_are_not_module_names_train_and_reload(tmp_path):
