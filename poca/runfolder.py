@@ -208,12 +208,14 @@ def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwar
     # with more steps must not change them, so unset ones mean the run's own.
     slots = saved.get("spec", {}).get("num_agents")
 
-    def pinned(c: POCAConfig) -> POCAConfig:  # the run's sizes, not ones from a new max_steps
+    def pinned(c: POCAConfig) -> POCAConfig:
+        """`c` with its unset sizes written out: the run's own, or, after a forced change of
+        num_envs or time_horizon, those of the new shape at the run's max_steps."""
         if not slots:
             return c
         same_shape = (c.num_envs, c.time_horizon) == (own.num_envs, own.time_horizon)
-        hp, sizes = c.hyperparameters, (own if same_shape else c.override(
-            {"max_steps": own.max_steps})).rollout_sizes(slots)
+        source = own if same_shape else c.override({"max_steps": own.max_steps})
+        hp, sizes = c.hyperparameters, source.rollout_sizes(slots)
         unset = {key: size for key, size, value in
                  zip(("hyperparameters.buffer_size", "hyperparameters.batch_size"), sizes,
                      (hp.buffer_size, hp.batch_size), strict=True) if value is None}
