@@ -308,14 +308,14 @@ class GroupEnv(ABC):
         timed_out = self._clock >= self._deadline
         if timed_out:
             time_up = self.t >= self.spec.max_steps
-            truncated = (truncated | (self.alive & time_up[:, None])) & ~terminated
+            truncated = truncated | (self.alive & time_up[:, None])
             group_done = ~agent_any(self.alive) | time_up
         else:
             # count_nonzero: a plain C loop, a third of a ufunc reduction's cost on small batches
             ended = np.count_nonzero(terminated) or np.count_nonzero(truncated)
             group_done = ~agent_any(self.alive) if ended else np.zeros(E, dtype=bool)
-            if ended and np.count_nonzero(truncated):
-                truncated = truncated & ~terminated  # both set: terminal, as in Gymnasium
+        if timed_out or ended:  # an agent flagged both is terminal, as Gymnasium reads the pair
+            truncated = truncated & ~terminated
         obs = final_obs = self._observed() if checking else self._observe()
         # no agent ended and no time limit: no group can be done (the common step)
         if (timed_out or ended) and np.count_nonzero(group_done):

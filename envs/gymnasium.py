@@ -17,7 +17,12 @@ from gymnasium.vector.utils import batch_space
 import envs
 from envs.core import check_bool
 from envs.render import RENDER_MODES, EpisodeRenderer, check_render_mode
-from envs.spaces import joint_action_space, joint_observation_space, joint_to_core
+from envs.spaces import (
+    joint_action_space,
+    joint_observation_space,
+    joint_to_core,
+    split_branches,
+)
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 
@@ -231,8 +236,7 @@ class GroupVectorEnv(VectorEnv):
 def first_allowed(mask: np.ndarray, branches: tuple[int, ...]) -> np.ndarray:
     """[..., sum(branches)] bool -> [..., len(branches)]: each branch's first allowed action (0
     where none is, which the core then takes as any)."""
-    cuts = np.cumsum(branches)[:-1]
-    return np.stack([part.argmax(-1) for part in np.split(mask, cuts, axis=-1)], -1)
+    return np.stack([part.argmax(-1) for part in split_branches(mask, branches)], -1)
 
 
 def _restart_episodes(core, idx, ended_again):

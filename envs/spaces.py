@@ -81,7 +81,12 @@ def agent_mask(spec: GroupSpec, row: np.ndarray) -> np.ndarray | tuple[np.ndarra
     """
     flat = row.astype(np.int8)
     branches = spec.discrete_branches
-    return flat if len(branches) == 1 else tuple(np.split(flat, np.cumsum(branches)[:-1]))
+    return flat if len(branches) == 1 else tuple(split_branches(flat, branches))
+
+
+def split_branches(mask: np.ndarray, branches: tuple[int, ...]) -> list[np.ndarray]:
+    """A mask [..., sum(branches)] cut into one part [..., n] per discrete branch."""
+    return np.split(mask, np.cumsum(branches)[:-1], axis=-1)
 
 
 def joint_action_space(spec: GroupSpec, flat: bool = False) -> spaces.Space:

@@ -38,7 +38,7 @@ def holds_run(run_dir: Path) -> bool:
     and pruning would delete the new ones first). A run stopped before its first checkpoint
     holds none."""
     folder = Path(run_dir) / "checkpoints"
-    return (folder / "latest.pt").exists() or any(folder.glob("step-*.pt"))
+    return (folder / "latest.pt").exists() or bool(step_checkpoints(folder))
 
 
 def step_checkpoints(folder: Path) -> list[Path]:
