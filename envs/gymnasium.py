@@ -9,13 +9,15 @@ single-agent libraries expect (see `envs.spaces`).
 
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 import envs
-from envs.core import check_bool
+from envs.core import check_bool, check_int
 from envs.render import RENDER_MODES, EpisodeRenderer, check_render_mode
 from envs.spaces import (
     joint_action_space,
@@ -143,21 +145,32 @@ class GroupVectorEnv(VectorEnv):
       `FlattenObservation` or `NormalizeObservation` require): a group that ends returns its last
       observation; the next `step` ignores that env's action and returns the first observation
       of its next episode with reward 0 and both flags False.
-    - `AutoresetMode.SAME_STEP`: the returned observation already shows the next episode and
-      `infos["final_obs"]` (rows flagged by `infos["_final_obs"]`) holds the ended one's last view;
-      no step is spent on resets.
+    - `AutoresetMode.SAME_STEP`: the returned observation already shows the next episode; the
+      infos are those of Gymnasium's own vectorizers in that mode: `infos["final_obs"]` is an
+      object array holding each ended env's last observation (None elsewhere, rows flagged by
+      `infos["_final_obs"]`), `infos["final_info"]` the ended step's infos, and the top-level
+      infos of those envs are their new episode's (reset) infos. No step is spent on resets.
+
+    `max_episode_steps` (what `gymnasium.make_vec` passes from a registration's or the caller's
+    limit) ends episodes after that many steps if the task's own `max_steps` does not end them
+    sooner, as `gymnasium.make`'s `TimeLimit` wrapper does for one group.
     """
 
     metadata = {"render_modes": [], "render_fps": 10, "autoreset_mode": AutoresetMode.NEXT_STEP}
 
     def __init__(self, task: str | type = "Goal-v0", num_envs: int = 1, render_mode=None,
-                 flat: bool = False, autoreset_mode=AutoresetMode.NEXT_STEP, **kwargs):
+                 flat: bool = False, autoreset_mode=AutoresetMode.NEXT_STEP,
+                 max_episode_steps: int | None = None, **kwargs):
         if render_mode is not None:
             raise ValueError("the batched VectorEnv does not render; render one group with "
                              "gymnasium.make(..., render_mode=...)")
         self.autoreset_mode = _autoreset_mode(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.core = envs.make_group(task, num_envs=num_envs, **kwargs)
+        if max_episode_steps is not None:  # the core enforces its spec's limit (from reset on)
+            limit = min(check_int("max_episode_steps", max_episode_steps, 1),
+                        self.core.spec.max_steps)
+            self.core.spec = dataclasses.replace(self.core.spec, max_steps=limit)
         self.num_envs = self.core.num_envs
         self.render_mode = render_mode
         self.flat = check_bool("flat", flat)
@@ -174,7 +187,16 @@ class GroupVectorEnv(VectorEnv):
         super().reset(seed=seed)
         step = self.core.reset(seed=seed)
         self._restart[:] = False
-        return self._obs(step.obs, step.alive), self._with_mask({})
+        return self._obs(step.obs, step.alive), self._with_mask(self._infos(
+            np.zeros(self.num_envs), np.zeros((self.num_envs, self.core.spec.num_agents),
+                                              np.float32)))
+
+    def _infos(self, group_reward, individual_reward) -> dict:
+        """The per-env infos, each key with its `_key` mask, as Gymnasium's vectorizers give
+        them (every env has every key)."""
+        every = np.ones(self.num_envs, dtype=bool)
+        return {"group_reward": group_reward, "_group_reward": every,
+                "individual_reward": individual_reward, "_individual_reward": every.copy()}
 
     def _obs(self, view, alive, rows=slice(None)):
         return _joint_obs(self.core.spec, view, alive, rows, self.flat)
@@ -194,15 +216,27 @@ class GroupVectorEnv(VectorEnv):
         reward = step.group_reward + step.reward.sum(axis=1)
         truncated = step.group_truncated
         terminated = step.group_done & ~truncated
-        every = np.ones(self.num_envs, dtype=bool)  # Gymnasium's `_key` masks: every env has it
-        infos = {"group_reward": step.group_reward, "_group_reward": every,
-                 "individual_reward": step.reward, "_individual_reward": every.copy()}
+        infos = self._infos(step.group_reward, step.reward)
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             obs = self._obs(step.obs, step.alive)
-            if step.group_done.any():
-                final_alive = np.where(step.group_done[:, None], step.truncated, step.alive)
-                infos["final_obs"] = self._obs(step.final_obs, final_alive)
-                infos["_final_obs"] = step.group_done
+            done = step.group_done
+            if done.any():
+                infos = self._with_mask(infos)
+                final_alive = np.where(done[:, None], step.truncated, step.alive)
+                final = self._obs(step.final_obs, final_alive)
+                infos["final_obs"] = np.full(self.num_envs, None, dtype=object)
+                for e in np.flatnonzero(done):  # one object per ended env, as Gymnasium's
+                    infos["final_obs"][e] = ({k: v[e] for k, v in final.items()}
+                                             if isinstance(final, dict) else final[e])
+                # the ended step's infos under final_info; the top level: the new episode's
+                infos["final_info"] = {k: np.where(done.reshape((-1,) + (1,) * (v.ndim - 1)),
+                                                   v, np.zeros((), v.dtype))
+                                       if not k.startswith("_") else done.copy()
+                                       for k, v in infos.items() if k != "final_obs"}
+                infos["_final_obs"] = infos["_final_info"] = done.copy()
+                infos["group_reward"] = np.where(done, 0, step.group_reward)
+                infos["individual_reward"] = np.where(done[:, None], 0, step.reward)
+                return obs, reward, terminated, truncated, infos
             return obs, reward, terminated, truncated, self._with_mask(infos)
         # NEXT_STEP: show the ended episodes' last view now, their next start on the next step
         final_alive = np.where(step.group_done[:, None], step.truncated, step.alive)

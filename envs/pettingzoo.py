@@ -38,6 +38,11 @@ class GroupParallelEnv(ParallelEnv):
         if death_mode not in DEATH_MODES:
             raise ValueError(f"death_mode must be one of {list(DEATH_MODES)}, got {death_mode!r}")
         check_render_mode(render_mode)
+        if "num_envs" in kwargs:
+            name = task.removeprefix("groupenvs/") if isinstance(task, str) else task.__name__
+            raise TypeError(f"num_envs: a PettingZoo env is one group; for {kwargs['num_envs']} "
+                            f"groups stepped at once use envs.make_group({name!r}, num_envs=...) "
+                            "or gymnasium.make_vec (poca's num_envs setting makes its copies)")
         self.core = envs.make_group(task, num_envs=1, **kwargs)
         self._render = EpisodeRenderer(self.core, render_mode, self.metadata["render_fps"])
         self.spec = self.core.spec

@@ -114,7 +114,7 @@ def _trace_vector_env0(seed, actions, mode, max_steps):
             out.append(("start", first(obs)))
             continue
         done = bool(term[0] or trunc[0])
-        view = first(info["final_obs"]) if done and mode == AutoresetMode.SAME_STEP else first(obs)
+        view = info["final_obs"][0] if done and mode == AutoresetMode.SAME_STEP else first(obs)
         out.append((view, float(reward[0]), bool(term[0]), bool(trunc[0])))
         if done and mode == AutoresetMode.SAME_STEP:
             out.append(("start", first(obs)))

@@ -224,7 +224,8 @@ def test_make_vec_same_step_auto_resets():
         if "_final_obs" in info:
             done = info["_final_obs"]
             np.testing.assert_array_equal(done, term | trunc)
-            assert (info["final_obs"]["vector"][done][..., 1:].sum(-1) > 0).all()
+            assert all(final is None for final in info["final_obs"][~done])
+            assert all(final["vector"][..., 1:].sum() > 0 for final in info["final_obs"][done])
             np.testing.assert_array_equal(obs["vector"][done][..., 1:], 0.0)  # next episode
             ended += done.sum()
     assert ended > 8
@@ -287,7 +288,8 @@ def test_flat_make_vec_carries_the_same_data(mode):
     nested = gymnasium.make_vec("groupenvs/GoalVisual-v0", num_vector=1, **kw)
 
     def as_flat(obs):
-        return np.concatenate([obs[k].reshape(4, -1) for k in ("vector", "image_0", "alive")], 1)
+        return np.concatenate([obs[k].reshape(len(obs[k]), -1)
+                               for k in ("vector", "image_0", "alive")], 1)
 
     a, b = flat.reset(seed=1)[0], nested.reset(seed=1)[0]
     rng = np.random.default_rng(0)
@@ -298,7 +300,9 @@ def test_flat_make_vec_carries_the_same_data(mode):
         b, rb, *_, info_b = nested.step(action)
         np.testing.assert_array_equal(ra, rb)
         if "final_obs" in info_b:
-            np.testing.assert_array_equal(info_a["final_obs"], as_flat(info_b["final_obs"]))
+            for e in np.flatnonzero(info_b["_final_obs"]):
+                finals = {k: v[None] for k, v in info_b["final_obs"][e].items()}
+                np.testing.assert_array_equal(info_a["final_obs"][e], as_flat(finals)[0])
 
 
 def test_gymnasium_bad_arguments():
@@ -412,7 +416,88 @@ def test_pettingzoo_mask_of_several_branches_is_the_form_sample_takes():
     pzt.api_test(aec_env(Picky, max_steps=50), num_cycles=100)
 
 
+def test_pettingzoo_view_with_num_envs_points_to_the_batched_forms():
+    for kind in ("parallel", "aec"):
+        with pytest.raises(TypeError, match=r"num_envs: a PettingZoo env is one group; for 4 "
+                                            r"groups .* envs.make_group\('Goal-v0'"):
+            pettingzoo.make(kind, "groupenvs/goal-v0", num_envs=4)
+
+
 def test_make_group_takes_a_task_class_or_a_name_only():
     assert isinstance(envs.make_group(Picky, num_envs=2), Picky)
     with pytest.raises(TypeError, match="a registered task's name or a GroupEnv subclass"):
         envs.make_group(Picky(), num_envs=2)
+
+
+def _assert_same_infos(native, sync, where):
+    assert sorted(native) == sorted(sync), f"{where}: keys {sorted(native)} vs {sorted(sync)}"
+    for key, value in sync.items():
+        if isinstance(value, dict):
+            _assert_same_infos(native[key], value, f"{where} {key}")
+        elif value.dtype == object:
+            assert native[key].dtype == object, f"{where} {key}"
+            for a, b in zip(native[key], value, strict=True):
+                assert (a is None) == (b is None), f"{where} {key}"
+                if b is not None:
+                    _assert_same_infos(a, b, f"{where} {key}") if isinstance(b, dict) else \
+                        np.testing.assert_array_equal(a, b, err_msg=f"{where} {key}")
+        else:
+            np.testing.assert_array_equal(native[key], value, err_msg=f"{where} {key}")
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+@pytest.mark.parametrize("task", ["Goal-v0", "flat", Picky])
+def test_native_make_vec_infos_are_those_of_gymnasiums_sync_vectorizer(task, mode):
+    """Env 0 plays the same episodes in both, so every info (final_obs and final_info of
+    SAME_STEP included, in Gymnasium's layout) must match, value for value."""
+    from envs.gymnasium import GroupGymEnv, GroupVectorEnv
+
+    kwargs = {"flat": True, "task": "Goal-v0"} if task == "flat" else {"task": task}
+    kwargs["max_steps"] = 4  # many time limits, and Goal's own ends
+    native = GroupVectorEnv(num_envs=1, autoreset_mode=mode, **kwargs)
+    sync = gymnasium.vector.SyncVectorEnv([lambda: GroupGymEnv(**kwargs)], autoreset_mode=mode)
+    _assert_same_infos(native.reset(seed=3)[1], sync.reset(seed=3)[1], "reset")
+    rng = np.random.default_rng(0)
+    finals = 0
+    for t in range(40):
+        action = sync.action_space.sample()
+        if task is Picky:
+            action = np.stack([rng.integers(1, 3, (1, 2)), rng.integers(0, 2, (1, 2))], -1)
+        *out_native, info_native = native.step(action)
+        *out_sync, info_sync = sync.step(action)
+        for a, b in zip(out_native, out_sync, strict=True):
+            if isinstance(b, dict):
+                _assert_same_infos(a, b, f"step {t} obs")
+            else:
+                np.testing.assert_array_equal(a, b, err_msg=f"step {t}")
+        _assert_same_infos(info_native, info_sync, f"step {t}")
+        finals += "final_obs" in info_sync
+    assert finals >= 5 or mode == AutoresetMode.NEXT_STEP
+
+
+def test_make_vec_takes_a_time_limit_as_make_does():
+    """gymnasium.make_vec passes max_episode_steps (the caller's or the registration's) to the
+    native VectorEnv: the sooner of it and the task's max_steps ends episodes, as make's
+    TimeLimit does."""
+    def lengths(vec, steps=30):
+        vec.reset(seed=0)
+        done_at = []
+        for t in range(steps):
+            *_, term, trunc, _ = vec.step(np.zeros((2, 2, 1), np.int64))  # never scores
+            if (term | trunc).any():
+                done_at.append(t)
+        return done_at
+
+    assert lengths(gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, max_episode_steps=5)) \
+        == [4, 10, 16, 22, 28]  # NEXT_STEP: the step after an end restarts
+    assert lengths(gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, max_steps=3,
+                                      max_episode_steps=50)) == [2, 6, 10, 14, 18, 22, 26]
+    gymnasium.register("test/Goal5-v0", entry_point="envs.gymnasium:GroupGymEnv",
+                       vector_entry_point="envs.gymnasium:GroupVectorEnv",
+                       kwargs={"task": "Goal-v0"}, max_episode_steps=5)
+    try:
+        assert lengths(gymnasium.make_vec("test/Goal5-v0", num_envs=2))[0] == 4
+    finally:
+        del gymnasium.registry["test/Goal5-v0"]
+    with pytest.raises(ValueError, match="max_episode_steps"):
+        gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, max_episode_steps=0)
