@@ -419,6 +419,11 @@ class ParallelEnvGroup(GroupEnv):
                     self._read_reward(e, i, name, rew, info, f"{where}: agent {name!r}:",
                                       reward, group_reward)
                 self.alive[e, i] = True
+            for name in stuck:  # joined on the step every listed agent ends: its reward counts
+                if name not in acting:
+                    self._read_reward(e, self._slot_of(e, name, where), name, rew,
+                                      _info(infos, name, where), f"{where}: agent {name!r}:",
+                                      reward, group_reward)
             for name in rew.keys() - acting.keys() - set(listed):  # left earlier, or never in
                 if _number(rew[name], f"{where}: agent {name!r}: reward"):
                     raise ValueError(f"{where}: agent {name!r} is not in the episode (it did not "

@@ -213,10 +213,11 @@ def _train(args) -> int:
         print(f"poca train: training diverged: {err}", file=sys.stderr)
         return 1
     steps = result.agent_steps - resumed_from
+    episodes = result.episodes - (state["episodes"] if state else 0)
     rate = steps / max(result.wall_seconds, 1e-9)
     verb = "interrupted after" if result.interrupted else "trained"
     print(f"{verb} {steps:,} agent-steps ({result.agent_steps:,} in all), "
-          f"{result.episodes:,} episodes in {result.wall_seconds:.1f} s "
+          f"{episodes:,} episodes ({result.episodes:,} in all) in {result.wall_seconds:.1f} s "
           f"({rate:,.0f} agent-steps/s)")
     if not result.episode_log:  # the means of no episodes would print as +nan
         print("last 20 episodes: none has ended yet" + ("" if result.interrupted else

@@ -182,6 +182,35 @@ def test_a_reward_on_the_step_an_agent_joins_counts_and_is_checked():
         env.step(act(env))
 
 
+class JoinsAsItEnds(Leaving):
+    """a_0 and a_1 play 3 steps; on the last, 'late' joins with reward 5 and every listed agent,
+    'late' included, is truncated (and stays listed, which ends the episode all the same)."""
+
+    def __init__(self):
+        self.possible_agents = ["a_0", "a_1", "late"]
+
+    def reset(self, seed=None, options=None):
+        self.t, self.agents = 0, ["a_0", "a_1"]
+        return {a: np.zeros(2, np.float32) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        if self.t == 3:
+            self.agents = self.possible_agents[:]
+        rew = {a: float(actions.get(a, 5)) for a in self.agents}
+        obs = {a: np.full(2, self.t / 10, np.float32) for a in self.agents}
+        ended = {a: self.t == 3 for a in self.agents}
+        return obs, rew, {a: False for a in self.agents}, ended, {a: {} for a in self.agents}
+
+
+def test_the_reward_of_an_agent_joining_on_the_last_step_counts():
+    env = ParallelEnvGroup(JoinsAsItEnds, num_envs=1)
+    env.reset(seed=0)
+    steps = [env.step(act(env)) for _ in range(3)]
+    assert [s.group_done[0] for s in steps] == [False, False, True]
+    assert steps[-1].reward[0].tolist() == [1.0, 1.0, 5.0]
+
+
 def _group_returns(death_mode, steps=400):
     env = ParallelEnvGroup(functools.partial(GroupParallelEnv, "Goal-v0", death_mode=death_mode))
     env.reset(seed=0)

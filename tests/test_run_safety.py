@@ -93,9 +93,15 @@ def test_readme_resume_example_keeps_the_runs_config(tmp_path, monkeypatch, caps
     first = json.loads(Path("runs/mine/config.json").read_text())
     assert main(["train", "groupenvs/Goal-v0", "--run-dir", "runs/mine", "--resume",
                  "--no-progress"]) == 0  # as written in the README; nothing left to train
+    before = checkpoint.load(Path("runs/mine/checkpoints/latest.pt"))
+    capsys.readouterr()
     assert main(["train", "groupenvs/Goal-v0", "--run-dir", "runs/mine", "--resume",
                  "--max-steps", "3000", "--no-progress"]) == 0
     state = checkpoint.load(Path("runs/mine/checkpoints/latest.pt"))
+    # this process's steps and episodes, then the run's
+    assert (f"trained {state['agent_steps'] - before['agent_steps']:,} agent-steps "
+            f"({state['agent_steps']:,} in all), {state['episodes'] - before['episodes']:,} "
+            f"episodes ({state['episodes']:,} in all) in ") in capsys.readouterr().out
     assert state["agent_steps"] >= 3000
     config = json.loads(Path("runs/mine/config.json").read_text())
     assert config["config"] == {**first["config"], "max_steps": 3000}
