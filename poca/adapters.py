@@ -10,10 +10,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+import sys
 import traceback
 import warnings
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 from gymnasium import spaces
@@ -347,6 +349,8 @@ class ParallelEnvGroup(GroupEnv):
         different non-zero reports are an error."""
         if "group_reward" in info and "individual_reward" in info:
             self.pays_group_reward = True  # also when its reset infos did not say so
+            if name in rew:  # not what is learned from here, but a NaN there is still a fault
+                _number(rew[name], f"{field} reward")
             reward[e, i] = _number(info["individual_reward"], f"{field} infos['individual_reward']")
             group = np.float32(_number(info["group_reward"], f"{field} infos['group_reward']"))
             if group and group_reward[e] and group != group_reward[e]:
@@ -516,7 +520,12 @@ def env_name(env_id) -> str:
                                                      env_id.keywords.items()]
         return f"partial({', '.join([env_name(env_id.func), *arguments])})"
     named = env_id if hasattr(env_id, "__qualname__") else type(env_id)  # or an instance
-    return f"{getattr(named, '__module__', None) or '?'}:{named.__qualname__}"
+    module = getattr(named, "__module__", None) or "?"
+    if module == "__main__":  # a script's own factory: the module that importing it gives
+        main = sys.modules.get("__main__")
+        spec, path = getattr(main, "__spec__", None), getattr(main, "__file__", None)
+        module = spec.name if spec is not None else Path(path).stem if path else module
+    return f"{module}:{named.__qualname__}"
 
 
 def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,

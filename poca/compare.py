@@ -92,7 +92,6 @@ def run(args) -> int:
     taken = [Path(job[-1]).name for job in jobs if holds_run(Path(job[-1]))]
     if taken:  # before any training, not after the first runs
         raise ValueError(f"--out {out} already holds the runs {taken}; choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
     print(f"comparing {', '.join(critics)} on {args.env_id}: {args.seeds} seeds x "
           f"{base.max_steps:,} agent-steps -> {out}", flush=True)
 
@@ -101,6 +100,7 @@ def run(args) -> int:
     def write(record: dict) -> None:  # as each run finishes: a Ctrl-C later keeps it
         written.append(f"{record['critic']}-seed{record['seed']}")
         record["steps_to_threshold"] = steps_to_threshold(record["curve"], args.threshold)
+        out.mkdir(parents=True, exist_ok=True)  # made by a result, not before (Ray may fail)
         (out / f"{written[-1]}.json").write_text(json.dumps(record, indent=1))
 
     try:

@@ -188,9 +188,10 @@ class Interrupts:
 
 
 def same_env_id(new: str, saved: str) -> bool:
-    """Runs saved before callables were recorded as module:qualname hold the bare qualname."""
+    """Runs saved before callables were recorded as module:qualname hold the bare qualname, and
+    before a script's own factory was named by the script's module, `__main__:qualname`."""
     return new.removeprefix("groupenvs/") == saved.removeprefix("groupenvs/") or (
-        ":" in new and ":" not in saved and new.partition(":")[2] == saved)
+        ":" in new and saved.removeprefix("__main__:") == new.partition(":")[2])
 
 
 def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwargs: dict | None,

@@ -161,7 +161,13 @@ def _on_ray(fn: Callable, jobs: Sequence[tuple], address: str, done: Callable) -
         raise ImportError('--ray needs Ray: pip install "groupenvs[ray]"') from None
     started = not ray.is_initialized()
     if started:
-        ray.init(address=address or None)
+        try:
+            ray.init(address=address or None)
+        except ConnectionError as err:  # no cluster at that address: one line, not Ray's trace
+            raise ConnectionError(
+                f"--ray {address or ''}: no Ray cluster to join ({str(err).splitlines()[0]}); "
+                "start one (`ray start --head`) or give --ray without an address to run on a "
+                "local one") from None
     try:
         task = ray.remote(num_cpus=1)(fn)  # all submitted: Ray schedules them on its CPUs
 

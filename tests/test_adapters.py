@@ -239,6 +239,21 @@ class TwoGroupRewards(Leaving):
         return obs, rew, term, trunc, infos
 
 
+class NaNBesideTheParts(GroupParallelEnv):
+    """groupenvs' view, whose rewards dict gets NaN beside the infos' two parts."""
+
+    def step(self, actions):
+        obs, rew, term, trunc, infos = super().step(actions)
+        return obs, {a: float("nan") for a in rew}, term, trunc, infos
+
+
+def test_a_nan_reward_is_an_error_also_where_the_infos_give_the_parts():
+    env = ParallelEnvGroup(NaNBesideTheParts, num_envs=1)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="episode step 1: agent 'agent_0': reward is nan"):
+        env.step(act(env))
+
+
 def test_different_group_rewards_in_one_step_are_an_error():
     env = ParallelEnvGroup(TwoGroupRewards)
     env.reset(seed=0)

@@ -256,3 +256,26 @@ def test_compare_evaluates_in_batches_of_env_copies(tmp_path, batch_evaluation):
                  "--out", str(out)]) == 0
     assert json.loads((out / "attention-seed0.json").read_text())["eval_episodes"] == 10
     assert sizes[-3:] == [4, 4, 4] and max(sizes[1:]) == 4  # after the training env's
+
+
+def test_compare_with_no_ray_cluster_is_one_line_and_leaves_no_folder(tmp_path, monkeypatch,
+                                                                      capsys):
+    import sys
+    import types
+
+    ray = types.ModuleType("ray")  # Ray's own behaviour with no cluster at the address
+    ray.is_initialized = lambda: False
+
+    def init(address=None):
+        raise ConnectionError("Could not find any running Ray instance.\nMore detail.")
+
+    ray.init = init
+    monkeypatch.setitem(sys.modules, "ray", ray)
+    out = tmp_path / "out"
+    assert main(["compare", "groupenvs/Goal-v0", "--config", "goal", "--seeds", "1",
+                 "--max-steps", "500", "--critics", "attention", "--ray", "auto", "--out",
+                 str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "--ray auto: no Ray cluster to join (Could not find any running Ray instance.); " \
+           "start one" in err and "More detail" not in err
+    assert not out.exists()

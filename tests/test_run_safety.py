@@ -357,6 +357,32 @@ def test_a_run_trained_on_a_partial_resumes_in_another_process(tmp_path, monkeyp
     assert not runfolder.same_env_id("Goal-v0", "goal")
 
 
+def test_a_factory_of_the_training_script_resumes_from_the_cli(tmp_path, capsys):
+    """A script's own function is recorded under the script's module name (not `__main__`),
+    the module:factory ID that `poca train` imports from the script's folder."""
+    (tmp_path / "mytrain.py").write_text(
+        "from envs.pettingzoo import GroupParallelEnv\n"
+        "from poca.trainer import train\n"
+        "from tests.test_run_safety import small_config\n\n\n"
+        "def goal():\n    return GroupParallelEnv('Goal-v0')\n\n\n"
+        "if __name__ == '__main__':\n    train(goal, small_config(), run_dir='run')\n")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "mytrain.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    saved = checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")
+    assert saved["env_id"] == "mytrain:goal"
+    done = subprocess.run([sys.executable, "-m", "poca.cli", "train", "mytrain:goal",
+                           "--run-dir", "run", "--resume", "--max-steps", "900",
+                           "--no-progress"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")["agent_steps"] >= 900
+    # runs recorded as __main__:qualname before this still resume under the script's name
+    assert runfolder.same_env_id("mytrain:goal", "__main__:goal")
+    assert not runfolder.same_env_id("mytrain:goal", "__main__:other")
+
+
 @pytest.mark.parametrize("saved, given, changed", [
     ("linear", None, False),  # saved before unset schedules existed; the same config today
     (None, "linear", False),  # follows linear: the same as saying linear
