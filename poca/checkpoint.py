@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -67,12 +67,13 @@ def check_plain(value, where: str) -> None:
 
 
 def save(path: Path, state: dict) -> None:
-    """Write to a temporary file in the same folder, then rename: never a half-written file."""
+    """Write to a temporary file in the same folder, then rename: never a half-written file.
+    The file gets the permissions of any file written there (the umask's), as metrics.csv does
+    (tempfile.mkstemp's are the owner's alone)."""
     check_plain(state, "the checkpoint")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(fd)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{time.monotonic_ns()}.tmp")
     try:
         torch.save({"format": FORMAT, **state}, tmp)
         os.replace(tmp, path)

@@ -65,6 +65,14 @@ def _config_source(text: str) -> str:
     return text
 
 
+def path_argument(text: str) -> Path:
+    """A path option's value: an empty one (an unset shell variable) would be the current
+    folder, where a run would write its files among the user's."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a path")
+    return Path(text)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="poca", description="MA-POCA for groupenvs and "
                                      "any GroupEnv.")
@@ -81,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--num-envs", type=int, help="groups stepped at once")
     train.add_argument("--max-steps", type=int, help="agent-steps to train for")
     train.add_argument("--seed", type=int)
-    train.add_argument("--run-dir", type=Path, help="default: runs/<env>/<time>")
+    train.add_argument("--run-dir", type=path_argument, help="default: runs/<env>/<time>")
     train.add_argument("--resume", action="store_true", help="continue the run in --run-dir "
                        "with its saved config; only --max-steps, --threads, --env-workers and "
                        "--no-progress may differ")
@@ -105,7 +113,8 @@ def _parser() -> argparse.ArgumentParser:
 
     pl = _checkpoint_parser(sub, "play", "watch or record a trained group", episodes=3, seed=0)
     pl.add_argument("--render", choices=["human"], help="show a window")
-    pl.add_argument("--record", type=Path, help="write a .gif (needs Pillow) or .mp4 (imageio)")
+    pl.add_argument("--record", type=path_argument,
+                    help="write a .gif (needs Pillow) or .mp4 (imageio)")
     from poca import compare  # poca compare: the paper's critic comparison (poca/compare.py)
 
     compare.add_parser(sub)
@@ -116,7 +125,7 @@ def _checkpoint_parser(sub, name: str, summary: str, episodes: int, seed: int):
     """The arguments `eval` and `play` share: which env, which checkpoint, how many episodes."""
     parser = sub.add_parser(name, help=summary)
     parser.add_argument("env_id", help=ENV_HELP)
-    parser.add_argument("--checkpoint", type=Path, required=True)
+    parser.add_argument("--checkpoint", type=path_argument, required=True)
     parser.add_argument("--episodes", type=int, default=episodes)
     parser.add_argument("--env-kwargs", type=_json_dict,
                         help="default: those it was trained with")
@@ -145,9 +154,10 @@ def _play(args) -> int:
                    max_episode_steps=args.max_episode_steps)
     returns = play(load_actor(args.checkpoint, env, state), env, args.episodes, args.seed,
                    args.render, args.record)
-    name, _ = _scores(env.pays_group_reward)
+    name, other = _scores(env.pays_group_reward)
     for i, (group, team) in enumerate(returns):
-        print(f"episode {i}: {name} {group if name == 'group return' else team:+.3f}")
+        scores = {"group return": group, "team return": team}
+        print(f"episode {i}: {name} {scores[name]:+.3f}; {_named(other)} {scores[other]:+.3f}")
     if args.record:
         print(f"recorded {args.record}")
     return 0

@@ -29,7 +29,7 @@ EVAL_SEED = 1_000_003  # + the training seed: evaluation episodes never seen in 
 
 
 def add_parser(sub) -> None:
-    from poca.cli import _assignment, _config_source, _json_dict, _positive
+    from poca.cli import _assignment, _config_source, _json_dict, _positive, path_argument
 
     p = sub.add_parser("compare", help="train several critics on the same seeds and compare")
     p.add_argument("env_id", help="as for train")
@@ -52,7 +52,7 @@ def add_parser(sub) -> None:
     p.add_argument("--max-agents", type=int, help="as for train")
     p.add_argument("--max-episode-steps", type=_positive, help="as for eval: truncates the "
                    "evaluation episodes of a PettingZoo env with no time limit of its own")
-    p.add_argument("--out", type=Path, help="default: runs/compare/<env>/<time>")
+    p.add_argument("--out", type=path_argument, help="default: runs/compare/<env>/<time>")
 
 
 def run(args) -> int:
@@ -144,7 +144,7 @@ def _one_run(env_id, config: dict, env_kwargs, max_agents, eval_episodes, max_ep
 def table(records: list[dict], threshold: float | None = None) -> str:
     """Markdown: per critic, final (evaluated) return per seed and mean, steps to threshold."""
     lines = [f"| critic | final {records[0]['score']} per seed | mean | steps to threshold "
-             f"({threshold if threshold is not None else 'none given'}) | wall s |",
+             f"({threshold if threshold is not None else 'none given'}) | wall s per seed |",
              "|---|---|---|---|---|"]
     for critic in dict.fromkeys(r["critic"] for r in records):
         rs = sorted((r for r in records if r["critic"] == critic), key=lambda r: r["seed"])
@@ -153,7 +153,7 @@ def table(records: list[dict], threshold: float | None = None) -> str:
                            f"{r['steps_to_threshold']:,}" for r in rs)
         lines.append(f"| {critic} | " + " / ".join(f"{f:+.3f}" for f in finals)
                      + f" | {np.mean(finals):+.3f} | {steps} | "
-                     f"{sum(r['wall_s'] for r in rs):.0f} |")
+                     + " / ".join(f"{r['wall_s']:.0f}" for r in rs) + " |")
     return "\n".join(lines)
 
 

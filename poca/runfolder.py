@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import csv
+import json
 import os
 import signal
 import threading
@@ -39,6 +40,29 @@ def holds_run(run_dir: Path) -> bool:
     holds none."""
     folder = Path(run_dir) / "checkpoints"
     return (folder / "latest.pt").exists() or bool(step_checkpoints(folder))
+
+
+def not_a_runs(run_dir: Path) -> list[str]:
+    """The files a new run in `run_dir` would overwrite that no run wrote: a config.json or
+    metrics.csv not in a run's format (a run stopped before its first checkpoint leaves its own,
+    which a new run replaces; files of other names are left alone)."""
+    found = []
+    config, metrics = Path(run_dir) / "config.json", Path(run_dir) / "metrics.csv"
+    if config.exists():
+        try:
+            saved = json.loads(config.read_text())
+            ours = isinstance(saved, dict) and {"env_id", "config"} <= saved.keys()
+        except (OSError, ValueError):
+            ours = False
+        found += [] if ours else [config.name]
+    if metrics.exists():
+        try:
+            with open(metrics) as f:
+                ours = f.readline().split(",")[0].strip() == "agent_steps"
+        except (OSError, ValueError):
+            ours = False
+        found += [] if ours else [metrics.name]
+    return found
 
 
 def step_checkpoints(folder: Path) -> list[Path]:
@@ -75,6 +99,10 @@ def claim(run_dir: Path, fresh: bool, agent_steps: int):
     dropped. Half-written checkpoint files are removed either way.
     """
     run_dir = Path(run_dir)
+    theirs = not_a_runs(run_dir) if fresh else []
+    if theirs:
+        raise RunFolderError(f"{run_dir} holds {', '.join(theirs)} that no run wrote; a new run "
+                             "writes its own there: choose another run folder")
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         handle = open(run_dir / LOCK, "a+")

@@ -166,9 +166,12 @@ class Trainer:
                  else contextlib.nullcontext())
         with claim, runfolder.Interrupts() as signals:
             if folder is not None:
+                # "config" as given (None: derived); "derived": what the run uses for those
                 (folder / "config.json").write_text(json.dumps(
                     {"env_id": self.env_id, "env_kwargs": self.env_kwargs,
-                     "max_agents": self.max_agents, "config": cfg.to_dict()},
+                     "max_agents": self.max_agents, "config": cfg.to_dict(),
+                     "derived": {"buffer_size": self.buffer_size, "batch_size": self.batch_size,
+                                 **cfg.hyperparameters.schedules()}},
                     indent=2, default=repr))
             if starting is not None:
                 starting(self)
@@ -386,13 +389,14 @@ class Trainer:
                     "value_loss": clipped_value_loss(
                         _per_agent(new_value, mb_returns), _per_agent(mb["old_value"], mb_returns),
                         mb_returns, alive, epsilon),
-                    "baseline_loss": clipped_value_loss(new_baseline, mb["old_baseline"],
-                                                        mb_returns, alive, epsilon),
                     "entropy": masked_mean(dist.entropy(), alive),
                 }
+                if not per_agent:  # critic: independent has no b_i (V_i is its baseline)
+                    losses["baseline_loss"] = clipped_value_loss(
+                        new_baseline, mb["old_baseline"], mb_returns, alive, epsilon)
                 loss = (losses["policy_loss"]
                         + VALUE_COEF * (losses["value_loss"]
-                                        + BASELINE_COEF * losses["baseline_loss"])
+                                        + BASELINE_COEF * losses.get("baseline_loss", 0.0))
                         - beta * losses["entropy"])
                 if not torch.isfinite(loss):
                     raise TrainingDiverged(self._diverged_message("loss"))
@@ -417,7 +421,8 @@ class Trainer:
                 **{name: float(metric) for name, metric in diagnostics.items()},
                 "explained_variance_value": explained_variance(
                     _per_agent(value, returns), returns, ro.alive),
-                "explained_variance_baseline": explained_variance(baseline, returns, ro.alive),
+                **({} if per_agent else {"explained_variance_baseline": explained_variance(
+                    baseline, returns, ro.alive)}),
                 "learning_rate": lr, "epsilon": epsilon, "beta": beta,
                 "value_estimate": float(value[ro.alive if per_agent else ro.alive.any(-1)].mean())}
 
@@ -485,7 +490,9 @@ class _MetricsWriter:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self.tb = SummaryWriter(str(run_dir / "tensorboard"))
+                # events past the run's checkpoint (of a killed process, or of a run that died
+                # before its first checkpoint) are hidden, as metrics.csv drops those rows
+                self.tb = SummaryWriter(str(run_dir / "tensorboard"), purge_step=initial + 1)
             except ImportError:
                 pass
 
@@ -500,9 +507,10 @@ class _MetricsWriter:
                       ("team_return", _shown(mean_of_last(trainer.team_log)))]
             if not trainer.env.pays_group_reward:  # lead with the score the env is about
                 scores.reverse()
+            # how well the baselines explain the returns (V_i's, for critic: independent)
+            ev = stats.get("explained_variance_baseline", stats.get("explained_variance_value"))
             self.bar.set_postfix({"episodes": trainer.episodes, **dict(scores),  # in this order
-                                  "kl": f"{stats['approx_kl']:.4f}",
-                                  "ev": f"{stats['explained_variance_baseline']:.2f}",
+                                  "kl": f"{stats['approx_kl']:.4f}", "ev": f"{ev:.2f}",
                                   "steps_per_s": f"{self._rate(trainer):,.0f}"})
 
     def summary(self, trainer, stats) -> None:

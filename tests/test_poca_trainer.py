@@ -1,6 +1,7 @@
 """The trainer end to end: learning, determinism, checkpoints, guards, config and CLI."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -245,7 +246,8 @@ def test_cli_play_records_a_gif(tmp_path, capsys):
 
     with Image.open(gif) as image:
         assert image.n_frames >= 4 and image.size[0] == 480
-    assert "episode 1: group return" in capsys.readouterr().out
+    assert re.search(r"episode 1: group return [+-]\d+\.\d{3}; team return \(sum of all "
+                     r"rewards\) [+-]\d+\.\d{3}\n", capsys.readouterr().out)
     assert main(["play", "Goal-v0", "--checkpoint", str(run / "checkpoints" / "latest.pt")]) == 2
 
 

@@ -1,6 +1,7 @@
 """The trainer's wiring: what reaches the pure POCA functions (critic estimates, bootstraps,
 diagnostics) is checked against independent one-pass evaluations."""
 
+import csv
 import math
 
 import numpy as np
@@ -10,7 +11,7 @@ import torch
 from poca.adapters import make_env
 from poca.config import POCAConfig
 from poca.loss import explained_variance, policy_diagnostics
-from poca.trainer import Trainer
+from poca.trainer import Trainer, train
 
 MEMORY = {"network_settings.memory": {"memory_size": 16, "sequence_length": 8}}
 
@@ -81,6 +82,21 @@ def test_update_reports_ppo_diagnostics(action_sizes):
             assert 0 <= stats[key] <= 1
     for key in ("explained_variance_value", "explained_variance_baseline"):
         assert stats[key] <= 1 and math.isfinite(stats[key])
+
+
+def test_the_independent_critic_reports_no_baseline_of_its_own(tmp_path):
+    """V_i is its own baseline: a baseline loss or explained variance would repeat V_i's."""
+    trainer = _trainer("Goal-v0", overrides={"critic": "independent"})
+    stats = trainer.update(trainer.collect())
+    assert "baseline_loss" not in stats and "explained_variance_baseline" not in stats
+    assert math.isfinite(stats["value_loss"]) and stats["explained_variance_value"] <= 1
+    config = POCAConfig.load("goal").override({"critic": "independent", "max_steps": 600,
+                                                "summary_freq": 200})
+    train("Goal-v0", config, run_dir=tmp_path / "run")
+    with open(tmp_path / "run" / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(r["baseline_loss"] == r["explained_variance_baseline"] == ""
+                        and r["value_loss"] for r in rows)
 
 
 @pytest.mark.parametrize("batch_size", [64, 1])  # 1: more batches asked than units to split

@@ -479,3 +479,80 @@ def test_a_forced_resume_with_more_envs_derives_its_sizes_for_them(tmp_path):
     assert (hp.buffer_size, hp.batch_size) == expected == (3125, 781)
     (tmp_path / "step-best.pt").touch()  # a user's file: never pruned as a step checkpoint
     assert runfolder.step_checkpoints(tmp_path) == []
+
+
+def test_checkpoints_get_the_permissions_of_the_runs_other_files(tmp_path):
+    """Written through a temporary file, yet readable as metrics.csv is (the umask's mode, not
+    the owner-only mode of tempfile.mkstemp)."""
+    old = os.umask(0o022)
+    try:
+        train("Goal-v0", small_config(), run_dir=tmp_path / "run")
+    finally:
+        os.umask(old)
+    run = tmp_path / "run"
+    modes = {p.name: p.stat().st_mode & 0o777 for p in
+             [run / "metrics.csv", run / "config.json", *(run / "checkpoints").iterdir()]}
+    assert set(modes.values()) == {0o644}, modes
+
+
+def test_a_new_run_refuses_files_of_those_names_that_no_run_wrote(tmp_path, capsys):
+    mine = tmp_path / "mydata"
+    mine.mkdir()
+    (mine / "metrics.csv").write_text("my,precious,data\n")
+    (mine / "notes.txt").write_text("other names are left alone\n")
+    assert main(["train", "groupenvs/Goal-v0", "--run-dir", str(mine), "--max-steps", "300",
+                 *FAST]) == 2
+    assert "holds metrics.csv that no run wrote" in capsys.readouterr().err
+    assert (mine / "metrics.csv").read_text() == "my,precious,data\n"
+    (mine / "metrics.csv").unlink()
+    (mine / "config.json").write_text("keep")
+    assert main(["train", "groupenvs/Goal-v0", "--run-dir", str(mine), "--max-steps", "300",
+                 *FAST]) == 2
+    assert "holds config.json that no run wrote" in capsys.readouterr().err
+    (mine / "config.json").unlink()
+    assert main(["train", "groupenvs/Goal-v0", "--run-dir", str(mine), "--max-steps", "300",
+                 *FAST]) == 0
+    assert (mine / "notes.txt").exists()
+    # what a run wrote before dying ahead of its first checkpoint is its own: a new run takes it
+    (mine / "checkpoints" / "latest.pt").unlink()
+    for step in runfolder.step_checkpoints(mine / "checkpoints"):
+        step.unlink()
+    assert main(["train", "groupenvs/Goal-v0", "--run-dir", str(mine), "--max-steps", "300",
+                 *FAST]) == 0
+    with pytest.raises(SystemExit) as usage:  # "$UNSET": not the current folder
+        main(["train", "groupenvs/Goal-v0", "--run-dir", "", *FAST])
+    assert usage.value.code == 2
+    assert "argument --run-dir: is empty" in capsys.readouterr().err
+
+
+def test_config_json_says_what_the_derived_settings_became(tmp_path):
+    train("Goal-v0", POCAConfig().override({"max_steps": 300}), run_dir=tmp_path / "run")
+    saved = json.loads((tmp_path / "run" / "config.json").read_text())
+    hp = saved["config"]["hyperparameters"]
+    assert hp["buffer_size"] is None and hp["beta_schedule"] is None  # as given: derived
+    state = checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")
+    config = POCAConfig.from_dict(state["config"])
+    assert saved["derived"] == {"buffer_size": config.rollout_sizes(2)[0],
+                                "batch_size": config.rollout_sizes(2)[1],
+                                **config.hyperparameters.schedules()}
+
+
+def test_tensorboard_hides_what_a_killed_process_logged_past_the_checkpoint(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from torch.utils.tensorboard import SummaryWriter
+
+    run = tmp_path / "run"
+    train("Goal-v0", small_config(), run_dir=run)
+    at = checkpoint.load(run / "checkpoints" / "latest.pt")["agent_steps"]
+    killed = SummaryWriter(str(run / "tensorboard"))  # rows past the checkpoint, then kill -9
+    for step in (at + 100, at + 250):
+        killed.add_scalar("episodes", 1e6, step)
+    killed.close()
+    train("Goal-v0", small_config(max_steps=at + 300), run_dir=run, resume=True)
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    logged = [(e.step, e.value) for e in events.Scalars("episodes")]
+    with open(run / "metrics.csv") as f:
+        rows = [(int(r["agent_steps"]), float(r["episodes"])) for r in csv.DictReader(f)]
+    assert logged == rows
