@@ -40,12 +40,18 @@ class ObsSpec:
         if len(self.shape) != rank:
             raise ValueError(f"observation {self.name!r}: kind {self.kind!r} has {rank} dims, "
                              f"got shape {self.shape}")
-        for size in self.shape:
+        # kept as plain Python numbers (numpy's are accepted): a checkpoint holds the spec
+        object.__setattr__(self, "shape", tuple(
             check_int(f"observation {self.name!r}: each size of its shape {self.shape}", size, 1)
+            for size in self.shape))
         image = self.kind == "image"
         for field, default in (("low", 0.0 if image else -1.0), ("high", 255.0 if image else 1.0)):
-            if getattr(self, field) is None:
-                object.__setattr__(self, field, default)
+            value = default if getattr(self, field) is None else getattr(self, field)
+            if isinstance(value, (bool, np.bool_)) or not isinstance(
+                    value, (int, float, np.integer, np.floating)) or math.isnan(value):
+                raise ValueError(f"observation {self.name!r}: {field} must be a number (or None "
+                                 f"for the default), got {value!r}")
+            object.__setattr__(self, field, float(value))
         if image and not 0 <= self.low < self.high <= 255:
             raise ValueError(f"observation {self.name!r}: an image's bounds must lie within the "
                              f"uint8 range 0..255 with low below high, got {self.low}..{self.high}")
@@ -68,8 +74,9 @@ class GroupSpec:
     discrete_branches: tuple[int, ...]
     max_steps: int
 
-    def __post_init__(self):
-        check_int("GroupSpec.num_agents", self.num_agents, 1)
+    def __post_init__(self):  # sizes kept as plain ints (numpy's accepted): checkpoints hold it
+        object.__setattr__(self, "num_agents", check_int("GroupSpec.num_agents",
+                                                         self.num_agents, 1))
         if not self.obs or not all(isinstance(o, ObsSpec) for o in self.obs):
             raise ValueError(f"GroupSpec.obs must be a non-empty tuple of ObsSpec, got "
                              f"{self.obs!r:.100}")
@@ -78,13 +85,16 @@ class GroupSpec:
         if twice is not None:
             raise ValueError(f"GroupSpec.obs: the name {twice!r} is given twice; each component "
                              "needs a name of its own")
-        check_int("GroupSpec.continuous_size", self.continuous_size, 0)
-        for size in self.discrete_branches:
+        object.__setattr__(self, "obs", tuple(self.obs))
+        object.__setattr__(self, "continuous_size", check_int("GroupSpec.continuous_size",
+                                                              self.continuous_size, 0))
+        object.__setattr__(self, "discrete_branches", tuple(
             check_int("GroupSpec.discrete_branches: each branch size", size, 1)
+            for size in self.discrete_branches))
         if not self.continuous_size and not self.discrete_branches:
             raise ValueError("GroupSpec: a task needs at least one action (continuous_size > 0 "
                              "or a discrete branch)")
-        check_int("GroupSpec.max_steps", self.max_steps, 1)
+        object.__setattr__(self, "max_steps", check_int("GroupSpec.max_steps", self.max_steps, 1))
 
     @property
     def action_sizes(self) -> tuple[int, tuple[int, ...]]:

@@ -544,6 +544,10 @@ def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
     if callable(env_id):
         return _from_factory(env_id, num_envs, env_kwargs, max_agents, env_name(env_id),
                              render_mode, *parallel_options)
+    if not isinstance(env_id, str):
+        raise TypeError(f"the environment must be a registered task ID, a 'module:factory' path "
+                        f"or a callable that makes it, got a {type(env_id).__name__} object (an "
+                        "env already made trains with poca.trainer.Trainer(env, config))")
     if ":" in env_id:
         module_name, _, attr = env_id.partition(":")
         try:  # imports the module: it runs its code (documented in the CLI's help and README)

@@ -192,16 +192,22 @@ def restore(trainer, path: str | Path, state: dict | None = None) -> None:
     """Put the checkpoint at `path` into `trainer`: networks, optimizer, counters and random
     streams. `state`: that checkpoint when it was already read with `load`."""
     state = load(path, trainer.spec, state)  # read once, or only checked
+    put_back(trainer, state, path)
+    trainer.last_checkpoint, trainer._saved_at = Path(path), trainer.agent_steps
+
+
+def put_back(trainer, state: dict, source) -> None:
+    """`state`'s networks, optimizer, random stream and counters into `trainer` (`source` names
+    it in errors). Not torch's global generator (`torch_rng`, kept in checkpoints): it only
+    initialises the networks, and the caller's own draws are the caller's."""
     try:
         trainer.actor.load_state_dict(state["actor"])
         trainer.critic.load_state_dict(state["critic"])
         trainer.optimizer.load_state_dict(state["optimizer"])
-        torch.set_rng_state(state["torch_rng"])
         trainer.generator.set_state(state["generator"])
     except (RuntimeError, ValueError, KeyError, TypeError) as err:
         raise CheckpointError(
-            f"{path} does not fit this network configuration: {one_line(err)}") from None
+            f"{source} does not fit this network configuration: {one_line(err)}") from None
     trainer.agent_steps, trainer.updates = state["agent_steps"], state["updates"]
     trainer.episodes, trainer.episode_log = state["episodes"], list(state["episode_log"])
     trainer.team_log = list(state["team_log"])
-    trainer.last_checkpoint, trainer._saved_at = Path(path), trainer.agent_steps

@@ -373,6 +373,8 @@ def _resolve(cls, f):
 
 
 def _coerce(value, typ, name):
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):  # np.int64(3), np.float32
+        value = value.item()  # a plain number: configs go into checkpoints and JSON
     if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if typ is int and isinstance(value, float) and value.is_integer():

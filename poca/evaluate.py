@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from envs.core import GroupEnv
+from envs.core import GroupEnv, check_int
 from poca import checkpoint
 from poca.acting import Acting
 from poca.adapters import NEVER
@@ -46,7 +46,7 @@ def checkpoint_returns(path: str | Path, make_env, episodes: int, seed: int = 0,
     At most `EVAL_BATCH` env copies run at once (a thousand copies of a big PettingZoo env do
     not fit in memory), in equal batches; batch k > 0 draws its episodes from (seed, k), so up
     to `EVAL_BATCH` episodes are exactly `episode_returns` on one env of that many copies."""
-    batches = -(-episodes // EVAL_BATCH)
+    batches = -(-check_int("episodes", episodes, 1) // EVAL_BATCH)
     returns, actor = [], None
     for k in range(batches):
         env = make_env(-(-episodes // batches))

@@ -82,6 +82,22 @@ class TrainResult:
         return mean_of_last(self.team_log, last)
 
 
+@contextlib.contextmanager
+def torch_settings(threads: int):
+    """What training needs of torch's global settings, for its duration only (the caller's come
+    back after): `threads` CPU threads, float32 by default, gradients on, also inside a caller's
+    `torch.no_grad()` or `torch.inference_mode()`."""
+    threads_before, dtype_before = torch.get_num_threads(), torch.get_default_dtype()
+    torch.set_num_threads(threads)
+    torch.set_default_dtype(torch.float32)
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            yield
+    finally:
+        torch.set_num_threads(threads_before)
+        torch.set_default_dtype(dtype_before)
+
+
 def _adam(params, lr: float) -> Adam:
     # not torch.optim.Adam: building any torch.optim optimizer imports torch._dynamo (0.7-1.7 s
     # of every start, measured in poca/adam.py); the same update (checkpoints load either way)
@@ -113,29 +129,34 @@ class Trainer:
     def __init__(self, env: GroupEnv, config: POCAConfig, run_dir: str | Path | None = None,
                  env_id: str = "", env_kwargs: dict | None = None, progress: bool = True,
                  max_agents: int | None = None):
-        torch.set_num_threads(config.threads)
-        torch.manual_seed(config.seed)
+        # checked as a file's config is (numpy numbers made plain); num_envs is the env's
+        config = POCAConfig.from_dict({**config.to_dict(), "num_envs": env.num_envs})
         self.env, self.spec, self.config = env, env.spec, config
         self.buffer_size, self.batch_size = config.rollout_sizes(env.spec.num_agents)
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
         self.max_agents = max_agents  # as made (saved, so that eval, play and resume make it so)
         self.device = torch.device(config.device)
         net = config.network_settings
-        self.actor = Actor(self.spec, net).to(self.device)
-        self.critic = Critic(self.spec, net, config.critic).to(self.device)
-        self.params = list(self.actor.parameters()) + list(self.critic.parameters())
-        self.optimizer = _adam(self.params, config.hyperparameters.learning_rate)
-        self.generator = torch.Generator(self.device).manual_seed(config.seed)
-        self.run_dir = Path(run_dir) if run_dir else None
+        if isinstance(run_dir, str) and not run_dir.strip():  # an unset variable, not "none"
+            raise ValueError("run_dir is empty: give a folder, or None for no run folder")
+        self.run_dir = None if run_dir is None else Path(run_dir)
         self.progress = progress
         self.agent_steps = self.updates = self.episodes = 0
         self.episode_log: list[tuple[int, float]] = []
         self.team_log: list[float] = []
         self.last_checkpoint: Path | None = None
         self._saved_at = 0
-        self.acting = Acting(self.actor, env.num_envs, self.spec.num_agents, self.device,
-                             self.generator)
-        self._start_env(seed=config.seed)
+        # the seed's initial weights, drawn without touching the caller's global generator
+        with torch_settings(config.threads), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(config.seed)
+            self.actor = Actor(self.spec, net).to(self.device)
+            self.critic = Critic(self.spec, net, config.critic).to(self.device)
+            self.params = list(self.actor.parameters()) + list(self.critic.parameters())
+            self.optimizer = _adam(self.params, config.hyperparameters.learning_rate)
+            self.generator = torch.Generator(self.device).manual_seed(config.seed)
+            self.acting = Acting(self.actor, env.num_envs, self.spec.num_agents, self.device,
+                                 self.generator)
+            self._start_env(seed=config.seed)
 
     def _start_env(self, seed: int) -> None:
         self._step = self.env.reset(seed=seed)
@@ -164,7 +185,7 @@ class Trainer:
         fresh = self.last_checkpoint is None and self.agent_steps == 0
         claim = (runfolder.claim(folder, fresh, self.agent_steps) if folder is not None
                  else contextlib.nullcontext())
-        with claim, runfolder.Interrupts() as signals:
+        with claim, runfolder.Interrupts() as signals, torch_settings(cfg.threads):
             if folder is not None:
                 # "config" as given (None: derived); "derived": what the run uses for those
                 (folder / "config.json").write_text(json.dumps(
@@ -181,7 +202,7 @@ class Trainer:
             next_summary = (self.agent_steps // cfg.summary_freq + 1) * cfg.summary_freq
             try:
                 while self.agent_steps < cfg.max_steps:
-                    safe = runfolder.snapshot(self) if folder is not None else None
+                    safe = runfolder.snapshot(self)
                     rollout = self.collect()
                     guards.check_rollout(self, rollout)
                     self.agent_steps += rollout.agent_steps
@@ -222,6 +243,10 @@ class Trainer:
                         if safe is not None or self._saved_at != self.agent_steps \
                                 or self.last_checkpoint is None:
                             checkpoint.save_trainer(self, safe)
+                if safe is not None and interrupted:  # cut short: this object goes back too,
+                    # so that run() again goes on from what was saved, never a half update
+                    checkpoint.put_back(self, safe, "the state before the last update")
+                    self._start_env(seed=cfg.seed + 1_000_003 * self.updates)  # as load does
         done = safe or {"agent_steps": self.agent_steps, "episodes": self.episodes,
                         "episode_log": self.episode_log, "team_log": self.team_log}
         return TrainResult(agent_steps=done["agent_steps"], episodes=done["episodes"],
@@ -452,9 +477,11 @@ class Trainer:
         """Continue from a checkpoint: networks, optimizer, counters and random streams.
 
         `state`: the checkpoint at `path` when it was already read with `checkpoint.load`."""
-        checkpoint.restore(self, path, state)
-        # Episodes in flight are not saved: the envs restart from a seed tied to the update count.
-        self._start_env(seed=self.config.seed + 1_000_003 * self.updates)
+        with torch_settings(self.config.threads):
+            checkpoint.restore(self, path, state)
+            # Episodes in flight are not saved: the envs restart from a seed tied to the update
+            # count.
+            self._start_env(seed=self.config.seed + 1_000_003 * self.updates)
 
 
 class _MetricsWriter:
@@ -572,7 +599,7 @@ def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = No
         state = resume if isinstance(resume, dict) else checkpoint.load(latest)
         config, env_kwargs, max_agents = runfolder.resumed_config(state, config, name, env_kwargs,
                                                                   max_agents, force)
-    config = config or POCAConfig()
+    config = POCAConfig.from_dict((config or POCAConfig()).to_dict())  # checked as a file is
     checkpoint.check_plain(dict(env_kwargs or {}), "env_kwargs")
     if config.device != "cpu":
         index = int(config.device.partition(":")[2] or 0)

@@ -1,0 +1,124 @@
+"""poca as a library: train() and Trainer check what they are given as the CLI does, leave the
+caller's torch state as they found it, and an interrupted object never holds half an update."""
+
+import dataclasses
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+import envs
+from poca import checkpoint
+from poca.adapters import make_env
+from poca.config import POCAConfig
+from poca.evaluate import checkpoint_returns
+from poca.trainer import Trainer, train
+
+
+def small(**over):
+    return POCAConfig.load("goal").override({"max_steps": 1500, "summary_freq": 500, **over})
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"learning_rate": 0.0}, "learning_rate must be > 0"),
+    ({"learning_rate_schedule": "linaer"}, "learning_rate_schedule"),
+    ({"lambd": 2.0}, "lambd must be in"),
+    ({"batch_size": 4096}, "must not exceed buffer_size"),
+])
+def test_a_config_built_in_python_is_checked_as_a_files_is(change, fragment):
+    config = small()
+    bad = dataclasses.replace(config, hyperparameters=dataclasses.replace(
+        config.hyperparameters, **change))
+    with pytest.raises(ValueError, match=fragment):
+        train("Goal-v0", bad)
+    with pytest.raises(ValueError, match=fragment):
+        Trainer(make_env("Goal-v0", bad.num_envs), bad, progress=False)
+
+
+def test_numpy_numbers_in_a_config_or_a_spec_train_and_save(tmp_path):
+    config = dataclasses.replace(small(), max_steps=np.int64(1200), seed=np.int64(3))
+    result = train("Goal-v0", config, run_dir=tmp_path / "a")
+    assert result.agent_steps >= 1200 and result.checkpoint.exists()
+    spec = envs.GroupSpec(np.int64(2), [envs.ObsSpec("v", "vector", (np.int64(3),),
+                                                     np.float32(-1), np.float64(1))],
+                          np.int64(0), [np.int64(2)], np.int64(10))
+    assert checkpoint.spec_dict(spec) == checkpoint.spec_dict(envs.GroupSpec(
+        2, (envs.ObsSpec("v", "vector", (3,), -1.0, 1.0),), 0, (2,), 10))
+    checkpoint.check_plain(checkpoint.spec_dict(spec), "spec")  # what a save requires
+
+
+@pytest.mark.parametrize("context", ["no_grad", "inference_mode", "float64"])
+def test_training_works_whatever_the_callers_torch_mode(context):
+    reference = train("Goal-v0", small())
+    before = torch.get_default_dtype()
+    if context == "float64":
+        torch.set_default_dtype(torch.float64)
+    try:
+        with (torch.no_grad() if context == "no_grad" else torch.inference_mode()
+              if context == "inference_mode" else torch.enable_grad()):
+            result = train("Goal-v0", small())
+        assert torch.get_default_dtype() == (torch.float64 if context == "float64" else before)
+    finally:
+        torch.set_default_dtype(before)
+    assert result.episode_log == reference.episode_log
+
+
+def test_training_leaves_the_callers_threads_and_random_numbers_alone():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        torch.manual_seed(123)
+        expected = torch.rand(3)
+        torch.manual_seed(123)
+        train("Goal-v0", small(threads=1))
+        assert torch.get_num_threads() == 2
+        torch.testing.assert_close(torch.rand(3), expected)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_an_interrupted_trainer_holds_what_was_saved_and_goes_on_from_it(tmp_path, monkeypatch):
+    """Ctrl-C in the middle of an update (here after 5 of its Adam steps): the object goes back
+    to the state saved before it, so run() again continues as a resume would."""
+    trainer = Trainer(make_env("Goal-v0", 64), small(max_steps=4000), tmp_path / "run",
+                      "Goal-v0", progress=False)
+    step, calls = trainer.optimizer.step, []
+
+    def interrupted_step(*args):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return step(*args)
+
+    monkeypatch.setattr(trainer.optimizer, "step", interrupted_step)
+    result = trainer.run()
+    monkeypatch.undo()
+    saved = checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")
+    assert result.interrupted and trainer.agent_steps == saved["agent_steps"] == \
+        result.agent_steps and trainer.updates == saved["updates"]
+    assert trainer.episode_log == saved["episode_log"]
+    for name, value in trainer.actor.state_dict().items():
+        torch.testing.assert_close(value, saved["actor"][name])
+    shutil.copytree(tmp_path / "run", tmp_path / "copy")
+    went_on = trainer.run()
+    resumed = train("Goal-v0", run_dir=tmp_path / "copy", resume=True)
+    assert went_on.agent_steps >= 4000 and went_on.episode_log == resumed.episode_log
+
+
+def test_clear_errors_for_an_env_object_an_empty_run_dir_and_no_episodes(tmp_path):
+    with pytest.raises(TypeError, match=r"got a GoalGroup object .*Trainer\(env, config\)"):
+        train(envs.make_group("Goal-v0", num_envs=4), small())
+    with pytest.raises(ValueError, match="run_dir is empty"):
+        train("Goal-v0", small(), run_dir="")
+    run = tmp_path / "run"
+    train("Goal-v0", small(), run_dir=run)
+    with pytest.raises(ValueError, match="episodes must be >= 1"):
+        checkpoint_returns(run / "checkpoints" / "latest.pt",
+                           lambda n: make_env("Goal-v0", n), episodes=0)
+
+
+def test_a_trainer_records_the_env_it_was_given():
+    trainer = Trainer(make_env("Goal-v0", 4), small(), progress=False)  # the preset says 64
+    assert trainer.config.num_envs == 4
+    assert trainer.buffer_size == small().hyperparameters.buffer_size
