@@ -182,7 +182,8 @@ def save_trainer(trainer, state: dict | None = None) -> Path:
     path = folder / f"step-{state['agent_steps']:09d}.pt"
     save(path, state)
     save(folder / "latest.pt", state)
-    for old in runfolder.step_checkpoints(folder)[:-trainer.config.keep_checkpoints]:
+    keep = trainer.config.keep_checkpoints  # 0: all, as in ML-Agents
+    for old in runfolder.step_checkpoints(folder)[:-keep] if keep else []:
         old.unlink()
     trainer.last_checkpoint, trainer._saved_at = path, state["agent_steps"]
     return path

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from poca.config import POCAConfig
+from poca.config import POCAConfig, _UniqueKeyLoader
 
 # torch and the envs are imported by the commands that use them, so --help starts at once
 
@@ -50,11 +50,23 @@ def _assignment(text: str) -> tuple[str, object]:
     if not sep:
         raise argparse.ArgumentTypeError("must look like key=value, e.g. "
                                          "hyperparameters.learning_rate=1e-3")
-    try:
-        return key, yaml.safe_load(value)
+    try:  # a key twice in a mapping is refused, as in config files
+        return key, yaml.load(value, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as err:
         raise argparse.ArgumentTypeError(f"{key}: the value {value!r} is not valid YAML ("
                                          f"{str(err).splitlines()[0]})") from None
+
+
+def settings(pairs: list[tuple[str, object]]) -> dict:
+    """--set's KEY=VALUE pairs as a dict; a key given twice is an error (the last would win
+    silently)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"--set {key} is given twice ({out[key]!r} and {value!r}): give it "
+                             "once")
+        out[key] = value
+    return out
 
 
 def _config_source(text: str) -> str:
@@ -172,7 +184,7 @@ def _train(args) -> int:
     from poca import checkpoint
     from poca.trainer import TrainingDiverged, train
 
-    overrides = dict(args.set)
+    overrides = settings(args.set)
     for flag, key in (("num_envs", "num_envs"), ("max_steps", "max_steps"), ("seed", "seed"),
                       ("device", "device"), ("threads", "threads"),
                       ("env_workers", "num_env_workers")):

@@ -58,6 +58,7 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from envs.core import check_int
     from poca.adapters import make_env
+    from poca.cli import settings
 
     critics = [c for c in args.critics.split(",") if c]
     unknown = [c for c in critics if c not in CRITICS]
@@ -70,7 +71,8 @@ def run(args) -> int:
     if args.threshold is not None and math.isnan(args.threshold):
         raise ValueError("--threshold must be a number, got nan")
     base = POCAConfig.load(args.config) if args.config else POCAConfig()
-    fixed = [key for key in ("critic", "seed") if key in dict(args.set)]
+    chosen = settings(args.set)
+    fixed = [key for key in ("critic", "seed") if key in chosen]
     if fixed:  # compare sets these itself, per run
         raise ValueError(f"--set {', '.join(fixed)}: compare trains every critic in --critics "
                          "on seeds 0..--seeds-1; use those instead")
@@ -79,7 +81,7 @@ def run(args) -> int:
     if replaced:
         print(f"note: --config {args.config} sets {replaced}; compare replaces them with each "
               "critic in --critics and seeds 0..--seeds-1", file=sys.stderr)
-    base = base.override({**dict(args.set), **({"max_steps": args.max_steps}
+    base = base.override({**chosen, **({"max_steps": args.max_steps}
                                                if args.max_steps is not None else {})})
     make_env(args.env_id, 1, args.env_kwargs, args.max_agents,  # bad IDs fail here
              max_episode_steps=args.max_episode_steps).close()

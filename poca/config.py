@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,12 +35,26 @@ MLAGENTS_SECTIONS = {
     "default_settings": "write its settings into the one behavior",
 }
 # ML-Agents' per-behavior keys that poca does not implement, and what to do about them.
+# ML-Agents' settings that poca does not implement, by dotted name: refused when set, and
+# accepted when off (null or false), as ML-Agents' own configuration.yaml dumps write them.
 MLAGENTS_KEYS = {
     "self_play": "not implemented: poca trains one cooperative team",
     "behavioral_cloning": "not implemented",
     "init_path": "continue a run with --resume --run-dir instead",
     "even_checkpoints": "checkpoints come every checkpoint_interval",
+    "reward_signals.gail": "intrinsic and imitation rewards are not implemented",
+    "reward_signals.curiosity": "intrinsic and imitation rewards are not implemented",
+    "reward_signals.rnd": "intrinsic and imitation rewards are not implemented",
+    "network_settings.goal_conditioning_type": "goal observations are not implemented",
+    "network_settings.deterministic": "poca eval and play take --deterministic",
+    "hyperparameters.shared_critic": "a PPO option (one network for policy and value); POCA's "
+                                     "actor and critic are separate networks",
 }
+# ML-Agents' settings that change nothing here, whatever their value (None: any): the extrinsic
+# reward has no network in ML-Agents either, and goal conditioning acts only on goal
+# observations, which poca's tasks do not have. Accepted, so that ML-Agents' dumps load.
+INERT = {"reward_signals.extrinsic.network_settings": None,
+         "network_settings.goal_conditioning_type": ("hyper", "none")}
 SEED_RANGE = (0, 2**32 - 1)
 # The `critic` key: MA-POCA and the two ablations of its paper (Cohen et al., arXiv 2111.05992,
 # §6), each an option of one trainer; the sentence says what it removes from MA-POCA.
@@ -167,6 +182,10 @@ class POCAConfig:
     def from_dict(cls, data: dict) -> POCAConfig:
         if not isinstance(data, dict):
             raise ValueError(f"config must be a mapping of settings, got {type(data).__name__}")
+        if data.get("trainer_type", "poca") != "poca":  # before its other keys are read
+            raise ValueError(f"trainer_type must be 'poca', got {data['trainer_type']!r}: this "
+                             "trainer is MA-POCA (`critic: independent` is its paper's PPO "
+                             "ablation); the other settings of a ppo or sac file may not apply")
         config = _build(cls, data, "")
         config.validate()
         return config
@@ -202,7 +221,8 @@ class POCAConfig:
             raise ValueError(f"{path}: a config must be a mapping (ML-Agents' `behaviors:` "
                              f"layout or one behavior's settings), got {type(data).__name__}")
         if "behaviors" in data:
-            others = [k for k in data if k != "behaviors"]
+            # other sections of ML-Agents' run options are read only when set (not null/false)
+            others = [k for k in data if k != "behaviors" and data[k] not in (None, False)]
             if others:
                 hints = [f"{k} ({MLAGENTS_SECTIONS[k]})" if k in MLAGENTS_SECTIONS else k
                          for k in others]
@@ -299,8 +319,9 @@ class POCAConfig:
         if self.num_env_workers < 0 or self.num_env_workers > self.num_envs:
             raise ValueError(f"num_env_workers must be in [0, num_envs={self.num_envs}] (each "
                              f"worker steps at least one copy), got {self.num_env_workers}")
-        if self.keep_checkpoints < 1:
-            raise ValueError(f"keep_checkpoints must be >= 1, got {self.keep_checkpoints}")
+        if self.keep_checkpoints < 0:
+            raise ValueError(f"keep_checkpoints must be >= 0 (0: keep all, as in ML-Agents), "
+                             f"got {self.keep_checkpoints}")
         for name in ("learning_rate_schedule", "beta_schedule", "epsilon_schedule"):
             if getattr(hp, name) not in SCHEDULES and not (
                     name != "learning_rate_schedule" and getattr(hp, name) is None):
@@ -312,6 +333,10 @@ class POCAConfig:
             raise ValueError("critic: independent does not support network_settings.memory")
         if self.trainer_type != "poca":
             raise ValueError(f"trainer_type must be 'poca', got {self.trainer_type!r}")
+        if self.threaded:
+            warnings.warn("threaded: true (an ML-Agents setting) does nothing here: collection "
+                          "and updates take turns, each update on the newest policy",
+                          stacklevel=2)
         if net.memory is not None and (net.memory.memory_size <= 0 or net.memory.memory_size % 2
                                        or net.memory.sequence_length <= 0):
             raise ValueError("network_settings.memory: memory_size must be even and > 0, "
@@ -337,15 +362,14 @@ def _build(cls, data, where: str):
     if not isinstance(data, dict):
         raise ValueError(f"{where or 'config'} must be a mapping, got {data!r}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        hints = [f"{key} (ML-Agents' setting, {MLAGENTS_KEYS[key]}; remove it)" for key in unknown
-                 if not where and key in MLAGENTS_KEYS]
-        raise ValueError(f"unknown key(s) {unknown} in {where or 'config'}; valid: {list(fields)}"
-                         + (f"; {'; '.join(hints)}" if hints else ""))
+    problems = _unknown_keys(cls, data, where)
+    if problems:
+        raise ValueError("; ".join(problems))
     kwargs = {}
     hints = {name: _resolve(cls, f) for name, f in fields.items()}
     for key, value in data.items():
+        if key not in fields:  # an ML-Agents setting written as off (see MLAGENTS_KEYS)
+            continue
         typ, name = hints[key], f"{where}.{key}" if where else key
         nested = typ if dataclasses.is_dataclass(typ) else None
         if nested is None and isinstance(typ, tuple):  # Optional[...]
@@ -359,6 +383,39 @@ def _build(cls, data, where: str):
         else:
             kwargs[key] = _coerce(value, typ, name)
     return cls(**kwargs)
+
+
+def _unknown_keys(cls, data, where: str) -> list[str]:
+    """What in `data` (for dataclass `cls`) is not a setting, at every level at once (so that a
+    file needs one round of edits), with a hint for ML-Agents' settings. Not unknown: ML-Agents'
+    settings written as off (null or false) and those that change nothing here (`INERT`)."""
+    if not isinstance(data, dict):
+        return []
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    dotted = {key: f"{where}.{key}" if where else str(key) for key in data}
+
+    def accepted(key) -> bool:
+        name, value = dotted[key], data[key]
+        if name in INERT:
+            return INERT[name] is None or value in INERT[name] or value is None
+        return name in MLAGENTS_KEYS and value in (None, False)
+
+    unknown = sorted((key for key in data if key not in fields and not accepted(key)), key=str)
+    problems = []
+    if unknown:
+        hints = [f"{key} (ML-Agents' setting, {MLAGENTS_KEYS[dotted[key]]}; remove it)"
+                 for key in unknown if dotted[key] in MLAGENTS_KEYS]
+        problems.append(f"unknown key(s) {unknown} in {where or 'config'}; valid: {list(fields)}"
+                        + (f"; {'; '.join(hints)}" if hints else ""))
+    for key, value in data.items():
+        if key in fields:
+            typ = _resolve(cls, fields[key])
+            nested = typ if dataclasses.is_dataclass(typ) else next(
+                (t for t in typ if dataclasses.is_dataclass(t)), None) if isinstance(
+                typ, tuple) else None
+            if nested is not None:
+                problems += _unknown_keys(nested, value, dotted[key])
+    return problems
 
 
 def _resolve(cls, f):

@@ -457,7 +457,8 @@ CLI_CASES = [  # (argv after "train", fragment)
     (["tests.test_hostile_inputs:broken_module_env"], "returned int; expected a PettingZoo"),
     (["Goal-v0", "--max-agents", "4"], "max_agents (--max-agents) applies only to PettingZoo"),
     (["Goal-v0", "--set", "hyperparameters=3"], "hyperparameters must be a mapping, got 3"),
-    (["Goal-v0", "--set", "keep_checkpoints=0"], "keep_checkpoints must be >= 1, got 0"),
+    (["Goal-v0", "--set", "keep_checkpoints=-1"], "keep_checkpoints must be >= 0 (0: keep all, "
+                                                  "as in ML-Agents), got -1"),
     (["Goal-v0", "--num-envs", "0"], "num_envs must be > 0, got 0"),
     (["Goal-v0", "--env-kwargs", '{"bogus": 1}'], "got unknown argument(s) ['bogus']"),
     (["os:getcwd"], "os:getcwd returned str; expected a PettingZoo ParallelEnv"),

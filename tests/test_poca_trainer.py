@@ -190,6 +190,69 @@ def test_invalid_config_fails_with_valid_keys(data, match):
         POCAConfig.from_dict(data)
 
 
+def test_mlagents_dumps_load_with_their_settings_that_are_off_or_inert(tmp_path):
+    """What mlagents-learn writes to configuration.yaml: sections and settings poca does not
+    implement, set to null/false (or inert values), load; the same set to something are all
+    named in one error, with what to do, whatever their level."""
+    dump = {"default_settings": None, "environment_parameters": None, "debug": False,
+            "behaviors": {"Goal": {
+                "trainer_type": "poca", "self_play": None, "behavioral_cloning": None,
+                "init_path": None, "threaded": False,
+                "hyperparameters": {"learning_rate": 1e-3, "shared_critic": False},
+                "network_settings": {"hidden_units": 32, "goal_conditioning_type": "hyper",
+                                     "deterministic": False},
+                "reward_signals": {"extrinsic": {"gamma": 0.9, "network_settings": {
+                    "hidden_units": 128}}}}}}
+    path = tmp_path / "configuration.yaml"
+    path.write_text(yaml.safe_dump(dump))
+    config = POCAConfig.load(path)
+    assert config.network_settings.hidden_units == 32
+    assert config.reward_signals.extrinsic.gamma == 0.9
+    behavior = dump["behaviors"]["Goal"]
+    behavior["self_play"] = {"window": 10}
+    behavior["hyperparameters"]["shared_critic"] = True
+    behavior["reward_signals"]["curiosity"] = {"strength": 0.02}
+    behavior["network_settings"][1] = "a key YAML read as a number"
+    path.write_text(yaml.safe_dump(dump))
+    with pytest.raises(ValueError) as err:
+        POCAConfig.load(path)
+    message = str(err.value)
+    for fragment in ("['self_play'] in config", "self_play (ML-Agents' setting, not implemented",
+                     "['shared_critic'] in hyperparameters", "shared_critic (ML-Agents' setting",
+                     "['curiosity'] in reward_signals", "intrinsic and imitation rewards",
+                     "[1] in network_settings"):
+        assert fragment in message, (fragment, message)
+
+
+def test_other_trainer_types_and_threaded_say_what_they_get():
+    with pytest.raises(ValueError, match=r"trainer_type must be 'poca', got 'sac': .*critic: "
+                                         r"independent"):
+        POCAConfig.from_dict({"trainer_type": "sac", "hyperparameters": {"init_entcoef": 1}})
+    with pytest.warns(UserWarning, match="threaded: true .* does nothing here"):
+        POCAConfig.from_dict({"threaded": True})
+
+
+def test_a_setting_given_twice_on_the_command_line_is_an_error(capsys):
+    for argv in (["--set", "hyperparameters.beta=0.1", "--set", "hyperparameters.beta=0.3"],
+                 ["--set", "hyperparameters={beta: 0.1, beta: 0.3}"]):
+        try:
+            code = main(["train", "groupenvs/Goal-v0", *argv, "--max-steps", "100"])
+        except SystemExit as exit_:
+            code = exit_.code
+        assert code == 2
+        err = capsys.readouterr().err
+        assert "--set hyperparameters.beta is given twice (0.1 and 0.3)" in err or \
+            "not valid YAML (duplicate key 'beta')" in err, err
+
+
+def test_keep_checkpoints_0_keeps_them_all_as_in_mlagents(tmp_path):
+    train("Goal-v0", POCAConfig.load("goal").override({
+        "max_steps": 6000, "checkpoint_interval": 400, "keep_checkpoints": 0,
+        "hyperparameters.buffer_size": 256, "hyperparameters.batch_size": 128}),
+        run_dir=tmp_path / "run")
+    assert len(list((tmp_path / "run" / "checkpoints").glob("step-*.pt"))) >= 8  # 5: default
+
+
 def test_hidden_units_off_the_attention_heads():
     # a critic without attention takes any width; an entity list still needs whole heads
     config = POCAConfig.from_dict({"critic": "independent", "network_settings": {
