@@ -74,9 +74,13 @@ def save(path: Path, state: dict) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}-{time.monotonic_ns()}.tmp")
-    try:
-        torch.save({"format": FORMAT, **state}, tmp)
+    try:  # opened here: a folder that cannot be written (or a full disk) is an OSError
+        with open(tmp, "wb") as f:
+            torch.save({"format": FORMAT, **state}, f)
         os.replace(tmp, path)
+    except OSError as err:
+        raise CheckpointError(f"cannot write the checkpoint {path}: {err.strerror or err}"
+                              ) from None
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

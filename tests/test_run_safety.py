@@ -556,3 +556,17 @@ def test_tensorboard_hides_what_a_killed_process_logged_past_the_checkpoint(tmp_
     with open(run / "metrics.csv") as f:
         rows = [(int(r["agent_steps"]), float(r["episodes"])) for r in csv.DictReader(f)]
     assert logged == rows
+
+
+def test_a_checkpoint_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, capsys):
+    """A read-only folder or a full disk: an OSError of our own writing, not torch's
+    RuntimeError from inside its zip writer."""
+    def no_space(path, mode="r", *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(checkpoint, "open", no_space, raising=False)
+    assert main(["train", "groupenvs/Goal-v0", "--run-dir", str(tmp_path / "run"),
+                 "--max-steps", "300", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert "error: cannot write the checkpoint" in err and "No space left on device" in err
+    assert "Traceback" not in err and not list((tmp_path / "run").rglob("*.tmp"))
