@@ -149,6 +149,9 @@ class GridGroup(GroupEnv):
     in `_draw`.
     """
 
+    # `python -m envs.play --keyboard`: each arrow key's move (pygame key names); none: stay
+    ARROW_MOVES = {"K_UP": UP, "K_DOWN": DOWN, "K_LEFT": LEFT, "K_RIGHT": RIGHT}
+
     LAYERS: tuple[str, ...] = ()
     STATE: tuple[str, ...] = ()
     ACTIONS = ("stay", "up", "down", "left", "right")

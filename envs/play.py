@@ -4,8 +4,9 @@
     python -m envs.play GoalVisual-v0 --render rgb_array --save frames/
     python -m envs.play Goal-v0 --keyboard       # left/right arrows steer agent_0
 
-With `--keyboard` (needs `--render human`), the arrow keys move agent_0 (left: -, right: +,
-nothing pressed: a random move); every other agent acts at random.
+With `--keyboard` (needs `--render human`), the arrow keys move agent_0: on Goal left is -,
+right +, nothing pressed a random move; on the grid tasks (Dungeon Escape, Baton Pass, Push
+Block) each arrow is its move and nothing pressed stays. Every other agent acts at random.
 """
 
 from __future__ import annotations
@@ -19,15 +20,21 @@ import numpy as np
 
 import envs
 from envs.core import check_int
+from envs.grid import STAY
 from envs.pettingzoo import GroupParallelEnv
 from envs.render import check_display
 
 
-def _keyboard_action(space):
+def _keyboard_action(space, arrow_moves: dict | None = None):
+    """agent_0's action from the arrow keys held: a grid task's `ARROW_MOVES` (none held:
+    stay), else left -, right + on every action entry (none held: a random action)."""
     import pygame
 
     pygame.event.pump()
     keys = pygame.key.get_pressed()
+    if arrow_moves is not None:
+        return next((move for key, move in arrow_moves.items() if keys[getattr(pygame, key)]),
+                    STAY)
     direction = 1 if keys[pygame.K_RIGHT] else 0 if keys[pygame.K_LEFT] else None
     action = space.sample()
     if direction is None:
@@ -55,7 +62,8 @@ def play(task: str, episodes: int, seed: int, env_kwargs: dict, render: str | No
         while env.agents:
             actions = {a: env.action_space(a).sample() for a in env.agents}
             if keyboard and "agent_0" in actions:
-                actions["agent_0"] = _keyboard_action(env.action_space("agent_0"))
+                actions["agent_0"] = _keyboard_action(env.action_space("agent_0"),
+                                                      getattr(env.core, "ARROW_MOVES", None))
             _, _, _, _, infos = env.step(actions)
             # the group's reward: every agent sharing in it reports it, one that left (absorbed,
             # death_mode="absorb") reports 0, so the first listed agent may not say it

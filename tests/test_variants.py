@@ -166,6 +166,28 @@ def test_play_counts_the_group_reward_when_agents_that_left_report_none(monkeypa
     assert sum(paid) != 0 and sum(returns) == pytest.approx(sum(paid)), (returns, paid)
 
 
+@pytest.mark.parametrize("task, held, expected", [
+    ("DungeonEscape-v0", "K_DOWN", 2), ("PushBlock-v0", "K_LEFT", 3),
+    ("BatonPass-v0", "K_RIGHT", 4), ("BatonPass-v0", "K_UP", 1), ("DungeonEscape-v0", None, 0),
+    ("Goal-v0", "K_RIGHT", 1), ("Goal-v0", "K_LEFT", 0),
+])
+def test_keyboard_play_steers_agent_0_with_each_tasks_moves(monkeypatch, task, held, expected):
+    """Grid tasks: each arrow is its move (0 stay, 1 up, 2 down, 3 left, 4 right), none held
+    stays; Goal: left -, right +."""
+    import pygame
+
+    from envs.play import _keyboard_action
+
+    env = GroupParallelEnv(task)
+    pressed = {getattr(pygame, held)} if held else set()
+    monkeypatch.setattr(pygame.event, "pump", lambda: None)
+    monkeypatch.setattr(pygame.key, "get_pressed", lambda: type(
+        "Keys", (), {"__getitem__": lambda self, key: key in pressed})())
+    action = _keyboard_action(env.action_space("agent_0"), getattr(env.core, "ARROW_MOVES", None))
+    assert np.asarray(action).tolist() == expected
+    assert env.action_space("agent_0").contains(action)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["NoSuchTask-v0"], "unknown task 'NoSuchTask-v0'; registered: ["),
     (["Goal-v0", "--episodes", "0"], "--episodes must be >= 1, got 0"),
