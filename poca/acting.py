@@ -6,6 +6,7 @@ a slot that acts now but did not act on, or ended at, the previous step, or whos
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -100,3 +101,19 @@ def _first_step(dist: ActionDist) -> ActionDist:
     """A distribution over [1, E, A] -> the same over [E, A]."""
     return ActionDist(None if dist.mean is None else dist.mean[0], dist.log_std,
                       [logits[0] for logits in dist.logits])
+
+
+@contextlib.contextmanager
+def torch_settings(threads: int):
+    """What training and evaluation need of torch's global settings, for their duration only
+    (the caller's come back after): `threads` CPU threads, float32 by default, gradients on, also
+    inside a caller's `torch.no_grad()` or `torch.inference_mode()`."""
+    threads_before, dtype_before = torch.get_num_threads(), torch.get_default_dtype()
+    torch.set_num_threads(threads)
+    torch.set_default_dtype(torch.float32)
+    try:
+        with torch.inference_mode(False), torch.enable_grad():
+            yield
+    finally:
+        torch.set_num_threads(threads_before)
+        torch.set_default_dtype(dtype_before)

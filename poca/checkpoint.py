@@ -8,6 +8,7 @@ bool, None), so it is read with `torch.load(weights_only=True)`: a file that hol
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
 import time
 import warnings
@@ -72,11 +73,13 @@ def save(path: Path, state: dict) -> None:
     (tempfile.mkstemp's are the owner's alone)."""
     check_plain(state, "the checkpoint")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}-{time.monotonic_ns()}.tmp")
-    try:  # opened here: a folder that cannot be written (or a full disk) is an OSError
+    data = io.BytesIO()  # serialised first: torch's own file writer hides a full disk's OSError
+    torch.save({"format": FORMAT, **state}, data)
+    try:  # written here: a folder that cannot be written or a full disk is an OSError
+        path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
-            torch.save({"format": FORMAT, **state}, f)
+            f.write(data.getbuffer())
         os.replace(tmp, path)
     except OSError as err:
         raise CheckpointError(f"cannot write the checkpoint {path}: {err.strerror or err}"

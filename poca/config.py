@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +32,8 @@ MLAGENTS_SECTIONS = {
     "engine_settings": "not used: environments here run in Python",
     "environment_parameters": "use --env-kwargs",
     "default_settings": "write its settings into the one behavior",
+    "debug": "not used: errors here say what went wrong",
 }
-# ML-Agents' per-behavior keys that poca does not implement, and what to do about them.
 # ML-Agents' settings that poca does not implement, by dotted name: refused when set, and
 # accepted when off (null or false), as ML-Agents' own configuration.yaml dumps write them.
 MLAGENTS_KEYS = {
@@ -221,8 +220,9 @@ class POCAConfig:
             raise ValueError(f"{path}: a config must be a mapping (ML-Agents' `behaviors:` "
                              f"layout or one behavior's settings), got {type(data).__name__}")
         if "behaviors" in data:
-            # other sections of ML-Agents' run options are read only when set (not null/false)
-            others = [k for k in data if k != "behaviors" and data[k] not in (None, False)]
+            # ML-Agents' other run options load when off (null/false), as its dumps write them
+            others = [k for k in data if k != "behaviors" and not (
+                k in MLAGENTS_SECTIONS and _off(data[k]))]
             if others:
                 hints = [f"{k} ({MLAGENTS_SECTIONS[k]})" if k in MLAGENTS_SECTIONS else k
                          for k in others]
@@ -333,10 +333,6 @@ class POCAConfig:
             raise ValueError("critic: independent does not support network_settings.memory")
         if self.trainer_type != "poca":
             raise ValueError(f"trainer_type must be 'poca', got {self.trainer_type!r}")
-        if self.threaded:
-            warnings.warn("threaded: true (an ML-Agents setting) does nothing here: collection "
-                          "and updates take turns, each update on the newest policy",
-                          stacklevel=2)
         if net.memory is not None and (net.memory.memory_size <= 0 or net.memory.memory_size % 2
                                        or net.memory.sequence_length <= 0):
             raise ValueError("network_settings.memory: memory_size must be even and > 0, "
@@ -385,6 +381,11 @@ def _build(cls, data, where: str):
     return cls(**kwargs)
 
 
+def _off(value) -> bool:
+    """How ML-Agents writes a setting that is not used: null or false (not 0)."""
+    return value is None or value is False
+
+
 def _unknown_keys(cls, data, where: str) -> list[str]:
     """What in `data` (for dataclass `cls`) is not a setting, at every level at once (so that a
     file needs one round of edits), with a hint for ML-Agents' settings. Not unknown: ML-Agents'
@@ -398,7 +399,7 @@ def _unknown_keys(cls, data, where: str) -> list[str]:
         name, value = dotted[key], data[key]
         if name in INERT:
             return INERT[name] is None or value in INERT[name] or value is None
-        return name in MLAGENTS_KEYS and value in (None, False)
+        return name in MLAGENTS_KEYS and _off(value)
 
     unknown = sorted((key for key in data if key not in fields and not accepted(key)), key=str)
     problems = []
@@ -430,7 +431,7 @@ def _resolve(cls, f):
 
 
 def _coerce(value, typ, name):
-    if type(value).__module__ == "numpy" and hasattr(value, "item"):  # np.int64(3), np.float32
+    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:  # np.int64(3)
         value = value.item()  # a plain number: configs go into checkpoints and JSON
     if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)

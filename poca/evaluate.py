@@ -10,7 +10,7 @@ import torch
 
 from envs.core import GroupEnv, check_int
 from poca import checkpoint
-from poca.acting import Acting
+from poca.acting import Acting, torch_settings
 from poca.adapters import NEVER
 from poca.config import POCAConfig
 from poca.networks import Actor
@@ -72,6 +72,11 @@ def evaluate(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = F
 def episode_returns(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = False
                     ) -> tuple[np.ndarray, np.ndarray]:
     """(group returns, team returns) of the same episodes, as `evaluate`, in one pass."""
+    with torch_settings(threads=1):  # more threads were measured 50x slower here (2 cores)
+        return _episode_returns(actor, env, seed, deterministic)
+
+
+def _episode_returns(actor, env, seed, deterministic):
     acting = Acting(actor, 1, env.spec.num_agents, torch.device("cpu"),
                     torch.Generator().manual_seed(seed))
     step = env.reset(seed=seed)

@@ -57,12 +57,19 @@ def not_a_runs(run_dir: Path) -> list[str]:
         found += [] if ours else [config.name]
     if metrics.exists():
         try:
-            with open(metrics) as f:
-                ours = f.readline().split(",")[0].strip() == "agent_steps"
+            with open(metrics) as f:  # empty: a run killed before its header reached the disk
+                ours = f.readline().split(",")[0].strip() in ("agent_steps", "")
         except (OSError, ValueError):
             ours = False
         found += [] if ours else [metrics.name]
     return found
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """`path` holds `text` or what it held before, never half of it (a kill mid-write)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def step_checkpoints(folder: Path) -> list[Path]:

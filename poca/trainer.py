@@ -14,6 +14,7 @@ import csv
 import json
 import math
 import time
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +25,7 @@ from torch import Tensor
 
 from envs.core import GroupEnv
 from poca import checkpoint, guards, runfolder
-from poca.acting import Acting, blank_absent
+from poca.acting import Acting, blank_absent, torch_settings
 from poca.adam import Adam
 from poca.config import POCAConfig
 from poca.curves import LAST, mean_of_last
@@ -82,22 +83,6 @@ class TrainResult:
         return mean_of_last(self.team_log, last)
 
 
-@contextlib.contextmanager
-def torch_settings(threads: int):
-    """What training needs of torch's global settings, for its duration only (the caller's come
-    back after): `threads` CPU threads, float32 by default, gradients on, also inside a caller's
-    `torch.no_grad()` or `torch.inference_mode()`."""
-    threads_before, dtype_before = torch.get_num_threads(), torch.get_default_dtype()
-    torch.set_num_threads(threads)
-    torch.set_default_dtype(torch.float32)
-    try:
-        with torch.inference_mode(False), torch.enable_grad():
-            yield
-    finally:
-        torch.set_num_threads(threads_before)
-        torch.set_default_dtype(dtype_before)
-
-
 def _adam(params, lr: float) -> Adam:
     # not torch.optim.Adam: building any torch.optim optimizer imports torch._dynamo (0.7-1.7 s
     # of every start, measured in poca/adam.py); the same update (checkpoints load either way)
@@ -131,6 +116,10 @@ class Trainer:
                  max_agents: int | None = None):
         # checked as a file's config is (numpy numbers made plain); num_envs is the env's
         config = POCAConfig.from_dict({**config.to_dict(), "num_envs": env.num_envs})
+        if config.threaded:
+            warnings.warn("threaded: true (an ML-Agents setting) does nothing here: collection "
+                          "and updates take turns, each update on the newest policy",
+                          stacklevel=2)
         self.env, self.spec, self.config = env, env.spec, config
         self.buffer_size, self.batch_size = config.rollout_sizes(env.spec.num_agents)
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
@@ -146,6 +135,7 @@ class Trainer:
         self.team_log: list[float] = []
         self.last_checkpoint: Path | None = None
         self._saved_at = 0
+        self._restart_at: int | None = None  # the envs' seed when run() must restart them
         # the seed's initial weights, drawn without touching the caller's global generator
         with torch_settings(config.threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
@@ -188,12 +178,14 @@ class Trainer:
         with claim, runfolder.Interrupts() as signals, torch_settings(cfg.threads):
             if folder is not None:
                 # "config" as given (None: derived); "derived": what the run uses for those
-                (folder / "config.json").write_text(json.dumps(
+                runfolder.write_atomically(folder / "config.json", json.dumps(
                     {"env_id": self.env_id, "env_kwargs": self.env_kwargs,
                      "max_agents": self.max_agents, "config": cfg.to_dict(),
                      "derived": {"buffer_size": self.buffer_size, "batch_size": self.batch_size,
                                  **cfg.hyperparameters.schedules()}},
                     indent=2, default=repr))
+            if self._restart_at is not None:  # after an interrupted run() of this object
+                self._start_env(seed=self._restart_at)
             if starting is not None:
                 starting(self)
             writer = _MetricsWriter(folder, self.progress, cfg.max_steps, self.agent_steps)
@@ -244,9 +236,11 @@ class Trainer:
                                 or self.last_checkpoint is None:
                             checkpoint.save_trainer(self, safe)
                 if safe is not None and interrupted:  # cut short: this object goes back too,
-                    # so that run() again goes on from what was saved, never a half update
+                    # so that run() again goes on from what was saved, never a half update; its
+                    # envs start over there, as after load (not here: env workers may still be
+                    # finishing the step that Ctrl-C cut short)
                     checkpoint.put_back(self, safe, "the state before the last update")
-                    self._start_env(seed=cfg.seed + 1_000_003 * self.updates)  # as load does
+                    self._restart_at = cfg.seed + 1_000_003 * self.updates
         done = safe or {"agent_steps": self.agent_steps, "episodes": self.episodes,
                         "episode_log": self.episode_log, "team_log": self.team_log}
         return TrainResult(agent_steps=done["agent_steps"], episodes=done["episodes"],
@@ -509,11 +503,13 @@ class _MetricsWriter:
         self.csv = self.tb = None
         if run_dir is not None:
             run_dir.mkdir(parents=True, exist_ok=True)
-            new = not (run_dir / "metrics.csv").exists()
-            self.file = open(run_dir / "metrics.csv", "a", newline="")
+            path = run_dir / "metrics.csv"
+            new = not path.exists() or path.stat().st_size == 0  # empty: killed before a row
+            self.file = open(path, "a", newline="")
             self.csv = csv.DictWriter(self.file, fieldnames=self.FIELDS, restval="")
             if new:
                 self.csv.writeheader()
+                self.file.flush()  # a kill before the first row leaves a run's file, not ""
             try:
                 from torch.utils.tensorboard import SummaryWriter
 

@@ -171,6 +171,16 @@ class WorkerEnvGroup(GroupEnv):
     # -- public API (the workers do the episode bookkeeping and auto-resets) --
     def reset(self, seed: int | None = None) -> GroupStep:
         self._check_open()
+        pending = {AsyncState.WAITING_STEP: self.vec.step_wait,
+                   AsyncState.WAITING_RESET: self.vec.reset_wait}.get(self.vec._state)
+        if pending is not None:  # a call Ctrl-C cut short in the trainer (the workers ignore
+            # SIGINT and finish it): its result is taken and dropped
+            try:
+                self._wait(lambda: pending(timeout=60), "the call a Ctrl-C cut short")
+            except multiprocessing.TimeoutError:
+                self._shut_down()
+                raise EnvWorkerError("the env workers did not answer after a Ctrl-C cut their "
+                                     "call short; make the env again") from None
         if seed is not None:
             self._seed = check_int("seed", seed, 0, 2**63 - 1)
         elif self._seed is None:  # one draw here, so that every worker uses the same

@@ -224,12 +224,33 @@ def test_mlagents_dumps_load_with_their_settings_that_are_off_or_inert(tmp_path)
         assert fragment in message, (fragment, message)
 
 
+@pytest.mark.parametrize("text, fragment", [
+    ("keep_checkpoints: 0\nbehaviors:\n  G: {max_steps: 10}\n", "remove the other top-level"),
+    ("behaviors:\n  G: {self_play: 0}\n", "self_play (ML-Agents' setting"),
+])
+def test_only_mlagents_settings_written_as_off_are_passed_over(tmp_path, text, fragment):
+    """null/false, not 0, and only ML-Agents' own sections: a misplaced setting is no
+    ML-Agents section, and 0 is a value."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=re.escape(fragment)):
+        POCAConfig.load(path)
+
+
+def test_a_numpy_array_for_a_number_is_named():
+    import numpy as np
+
+    with pytest.raises(ValueError, match=r"seed must be int, got array\(\[1, 2\]\)"):
+        POCAConfig.from_dict({"seed": np.array([1, 2])})
+
+
 def test_other_trainer_types_and_threaded_say_what_they_get():
     with pytest.raises(ValueError, match=r"trainer_type must be 'poca', got 'sac': .*critic: "
                                          r"independent"):
         POCAConfig.from_dict({"trainer_type": "sac", "hyperparameters": {"init_entcoef": 1}})
     with pytest.warns(UserWarning, match="threaded: true .* does nothing here"):
-        POCAConfig.from_dict({"threaded": True})
+        Trainer(make_env("Goal-v0", 2), POCAConfig.from_dict({"threaded": True}),
+                progress=False)
 
 
 def test_a_setting_given_twice_on_the_command_line_is_an_error(capsys):

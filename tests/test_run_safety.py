@@ -570,3 +570,17 @@ def test_a_checkpoint_that_cannot_be_written_is_one_line(tmp_path, monkeypatch, 
     err = capsys.readouterr().err
     assert "error: cannot write the checkpoint" in err and "No space left on device" in err
     assert "Traceback" not in err and not list((tmp_path / "run").rglob("*.tmp"))
+
+
+def test_a_run_killed_before_its_header_reached_the_disk_is_still_its_own(tmp_path):
+    """kill -9 before the first row could leave metrics.csv empty: a new run takes the folder,
+    and a resume writes the header its rows need."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.csv").write_text("")
+    train("Goal-v0", small_config(), run_dir=run)
+    (run / "metrics.csv").write_text("")  # killed after the checkpoint, before the first row
+    train("Goal-v0", small_config(max_steps=1200), run_dir=run, resume=True)
+    with open(run / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(int(r["agent_steps"]) > 0 for r in rows)

@@ -183,3 +183,29 @@ def test_cli_env_workers_flag(tmp_path, capsys):
     assert code == 0
     assert "trained" in capsys.readouterr().out
     assert '"num_env_workers": 2' in (tmp_path / "run" / "config.json").read_text()
+
+
+def test_an_interrupted_run_with_workers_returns_and_goes_on(monkeypatch):
+    """Ctrl-C lands while the trainer waits for the workers' step (they ignore SIGINT and finish
+    it): run() returns interrupted, and run() again restarts the envs past that pending step,
+    as a resume would."""
+    from poca.trainer import Trainer
+
+    config = small_config(num_env_workers=2, max_steps=1200)
+    trainer = Trainer(make_env(GOAL, 5, workers=2), config, progress=False)
+    vec, calls = trainer.env.vec, []
+    step_wait = vec.step_wait
+
+    def cut_short(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 40:  # the step was sent; the trainer is interrupted waiting for it
+            raise KeyboardInterrupt
+        return step_wait(*args, **kwargs)
+
+    monkeypatch.setattr(vec, "step_wait", cut_short)
+    first = trainer.run()
+    monkeypatch.undo()
+    assert first.interrupted
+    result = trainer.run()
+    assert not result.interrupted and result.agent_steps >= 1200
+    trainer.env.close()
