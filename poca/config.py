@@ -222,9 +222,9 @@ class POCAConfig:
         if "behaviors" in data:
             # ML-Agents' other run options load when off (null/false), as its dumps write them
             others = [k for k in data if k != "behaviors" and not (
-                k in MLAGENTS_SECTIONS and _off(data[k]))]
+                k in MLAGENTS_SECTIONS and _off(data[k], section=True))]
             if others:
-                hints = [f"{k} ({MLAGENTS_SECTIONS[k]})" if k in MLAGENTS_SECTIONS else k
+                hints = [f"{k} ({MLAGENTS_SECTIONS[k]})" if k in MLAGENTS_SECTIONS else str(k)
                          for k in others]
                 raise ValueError(f"{path}: only `behaviors:` is read; remove the other top-level "
                                  f"key(s) {', '.join(hints)}")
@@ -381,8 +381,12 @@ def _build(cls, data, where: str):
     return cls(**kwargs)
 
 
-def _off(value) -> bool:
-    """How ML-Agents writes a setting that is not used: null or false (not 0)."""
+def _off(value, section: bool = False) -> bool:
+    """How ML-Agents writes a setting that is not used: null or false (not 0); with `section`
+    (a top-level section of its run options), also a mapping of nothing but those (a setting
+    such as self_play: {} is on, with its defaults)."""
+    if section and isinstance(value, dict):
+        return all(_off(v, section) for v in value.values())
     return value is None or value is False
 
 

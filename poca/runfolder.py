@@ -56,9 +56,9 @@ def not_a_runs(run_dir: Path) -> list[str]:
             ours = False
         found += [] if ours else [config.name]
     if metrics.exists():
-        try:
-            with open(metrics) as f:  # empty: a run killed before its header reached the disk
-                ours = f.readline().split(",")[0].strip() in ("agent_steps", "")
+        try:  # empty: a run killed before its header reached the disk
+            with open(metrics) as f:
+                ours = metrics.stat().st_size == 0 or f.readline().split(",")[0] == "agent_steps"
         except (OSError, ValueError):
             ours = False
         found += [] if ours else [metrics.name]
@@ -68,8 +68,13 @@ def not_a_runs(run_dir: Path) -> list[str]:
 def write_atomically(path: Path, text: str) -> None:
     """`path` holds `text` or what it held before, never half of it (a kill mid-write)."""
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as err:
+        raise RunFolderError(f"cannot write {path}: {err.strerror or err}") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def step_checkpoints(folder: Path) -> list[Path]:

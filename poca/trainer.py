@@ -135,7 +135,6 @@ class Trainer:
         self.team_log: list[float] = []
         self.last_checkpoint: Path | None = None
         self._saved_at = 0
-        self._restart_at: int | None = None  # the envs' seed when run() must restart them
         # the seed's initial weights, drawn without touching the caller's global generator
         with torch_settings(config.threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
@@ -184,8 +183,6 @@ class Trainer:
                      "derived": {"buffer_size": self.buffer_size, "batch_size": self.batch_size,
                                  **cfg.hyperparameters.schedules()}},
                     indent=2, default=repr))
-            if self._restart_at is not None:  # after an interrupted run() of this object
-                self._start_env(seed=self._restart_at)
             if starting is not None:
                 starting(self)
             writer = _MetricsWriter(folder, self.progress, cfg.max_steps, self.agent_steps)
@@ -230,17 +227,19 @@ class Trainer:
                 raise
             finally:
                 writer.close()
-                if folder is not None and not diverged:
-                    with signals.held(then_raise=False):  # a second Ctrl-C waits for this
-                        if safe is not None or self._saved_at != self.agent_steps \
-                                or self.last_checkpoint is None:
-                            checkpoint.save_trainer(self, safe)
-                if safe is not None and interrupted:  # cut short: this object goes back too,
-                    # so that run() again goes on from what was saved, never a half update; its
-                    # envs start over there, as after load (not here: env workers may still be
-                    # finishing the step that Ctrl-C cut short)
-                    checkpoint.put_back(self, safe, "the state before the last update")
-                    self._restart_at = cfg.seed + 1_000_003 * self.updates
+                try:
+                    if folder is not None and not diverged:
+                        with signals.held(then_raise=False):  # a second Ctrl-C waits for this
+                            if safe is not None or self._saved_at != self.agent_steps \
+                                    or self.last_checkpoint is None:
+                                checkpoint.save_trainer(self, safe)
+                finally:
+                    if safe is not None and interrupted:  # cut short: this object goes back
+                        # too, so that run() again goes on from what was saved, never from half
+                        # an update; its envs start over, as after load
+                        with signals.held(then_raise=False):
+                            checkpoint.put_back(self, safe, "the state before the last update")
+                            self._start_env(seed=cfg.seed + 1_000_003 * self.updates)
         done = safe or {"agent_steps": self.agent_steps, "episodes": self.episodes,
                         "episode_log": self.episode_log, "team_log": self.team_log}
         return TrainResult(agent_steps=done["agent_steps"], episodes=done["episodes"],

@@ -162,7 +162,9 @@ class WorkerEnvGroup(GroupEnv):
                        max_steps) for first, n in self.shares]
         # Python's default start method (fork on Linux up to 3.13): where it is not fork, a script
         # that trains needs the usual `if __name__ == "__main__":` guard
+        self._fns = fns
         self.vec = gymnasium.vector.AsyncVectorEnv(fns, shared_memory=True, copy=False)
+        self._in_call = False  # a call to the workers was cut short (Ctrl-C) if still set
         # padded [N * rows] -> the E copies in order (no gather when the shares are equal)
         self._take = None if all(n == rows for _, n in self.shares) else np.concatenate(
             [w * rows + np.arange(n) for w, (_, n) in enumerate(self.shares)])
@@ -171,16 +173,13 @@ class WorkerEnvGroup(GroupEnv):
     # -- public API (the workers do the episode bookkeeping and auto-resets) --
     def reset(self, seed: int | None = None) -> GroupStep:
         self._check_open()
-        pending = {AsyncState.WAITING_STEP: self.vec.step_wait,
-                   AsyncState.WAITING_RESET: self.vec.reset_wait}.get(self.vec._state)
-        if pending is not None:  # a call Ctrl-C cut short in the trainer (the workers ignore
-            # SIGINT and finish it): its result is taken and dropped
-            try:
-                self._wait(lambda: pending(timeout=60), "the call a Ctrl-C cut short")
-            except multiprocessing.TimeoutError:
-                self._shut_down()
-                raise EnvWorkerError("the env workers did not answer after a Ctrl-C cut their "
-                                     "call short; make the env again") from None
+        if self._in_call:  # Ctrl-C cut a call short (some workers' answers may have been read,
+            # or only some sent): the pipes are out of step, so the workers start over; reset's
+            # seed gives the same episodes as fresh ones (the trainer resets after an interrupt)
+            self.vec._state = AsyncState.DEFAULT
+            self.vec.close(terminate=True)
+            self.vec = gymnasium.vector.AsyncVectorEnv(self._fns, shared_memory=True, copy=False)
+            self._in_call = False
         if seed is not None:
             self._seed = check_int("seed", seed, 0, 2**63 - 1)
         elif self._seed is None:  # one draw here, so that every worker uses the same
@@ -226,6 +225,7 @@ class WorkerEnvGroup(GroupEnv):
         return step
 
     def _wait(self, call: Callable, what: str) -> None:
+        self._in_call = True
         try:
             out = call()
         except (EOFError, OSError) as err:  # a worker died: its pipe broke
@@ -241,6 +241,7 @@ class WorkerEnvGroup(GroupEnv):
                             for w, code in dead) or "an env worker"
             raise EnvWorkerError(f"{who} stopped during {what} ({type(err).__name__}); the "
                                  "run stops here") from None
+        self._in_call = False
         obs, infos = out[0], out[-1]
         if "error" in infos:
             w = int(np.flatnonzero(infos["_error"])[0])

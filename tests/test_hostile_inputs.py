@@ -404,7 +404,7 @@ CONFIG_FILES = [  # (file name, bytes, fragment)
     ("seed.yaml", b"seed: -1\n", "seed must be in [0, 4294967295], got -1"),
     ("selfplay.yaml", b"behaviors:\n  S:\n    self_play: {save_steps: 5}\n",
      "self_play (ML-Agents' setting, not implemented: poca trains one cooperative team; remove"),
-    ("defaults.yaml", b"default_settings: {}\nbehaviors:\n  S: {}\n",
+    ("defaults.yaml", b"default_settings: {max_steps: 10}\nbehaviors:\n  S: {}\n",
      "default_settings (write its settings into the one behavior)"),
 ]
 

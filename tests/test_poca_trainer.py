@@ -195,6 +195,7 @@ def test_mlagents_dumps_load_with_their_settings_that_are_off_or_inert(tmp_path)
     implement, set to null/false (or inert values), load; the same set to something are all
     named in one error, with what to do, whatever their level."""
     dump = {"default_settings": None, "environment_parameters": None, "debug": False,
+            "torch_settings": {"device": None},
             "behaviors": {"Goal": {
                 "trainer_type": "poca", "self_play": None, "behavioral_cloning": None,
                 "init_path": None, "threaded": False,
@@ -227,6 +228,9 @@ def test_mlagents_dumps_load_with_their_settings_that_are_off_or_inert(tmp_path)
 @pytest.mark.parametrize("text, fragment", [
     ("keep_checkpoints: 0\nbehaviors:\n  G: {max_steps: 10}\n", "remove the other top-level"),
     ("behaviors:\n  G: {self_play: 0}\n", "self_play (ML-Agents' setting"),
+    ("behaviors:\n  G: {self_play: {}}\n", "self_play (ML-Agents' setting"),  # on: defaults
+    ("1: x\nbehaviors:\n  G: {max_steps: 10}\n", "remove the other top-level key(s) 1"),
+    ("torch_settings: {device: cuda}\nbehaviors:\n  G: {max_steps: 10}\n", "--device"),
 ])
 def test_only_mlagents_settings_written_as_off_are_passed_over(tmp_path, text, fragment):
     """null/false, not 0, and only ML-Agents' own sections: a misplaced setting is no

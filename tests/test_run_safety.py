@@ -498,12 +498,12 @@ def test_checkpoints_get_the_permissions_of_the_runs_other_files(tmp_path):
 def test_a_new_run_refuses_files_of_those_names_that_no_run_wrote(tmp_path, capsys):
     mine = tmp_path / "mydata"
     mine.mkdir()
-    (mine / "metrics.csv").write_text("my,precious,data\n")
+    (mine / "metrics.csv").write_text(",loss,acc\n0,0.5,0.9\n")  # pandas' to_csv
     (mine / "notes.txt").write_text("other names are left alone\n")
     assert main(["train", "groupenvs/Goal-v0", "--run-dir", str(mine), "--max-steps", "300",
                  *FAST]) == 2
     assert "holds metrics.csv that no run wrote" in capsys.readouterr().err
-    assert (mine / "metrics.csv").read_text() == "my,precious,data\n"
+    assert (mine / "metrics.csv").read_text() == ",loss,acc\n0,0.5,0.9\n"
     (mine / "metrics.csv").unlink()
     (mine / "config.json").write_text("keep")
     assert main(["train", "groupenvs/Goal-v0", "--run-dir", str(mine), "--max-steps", "300",
@@ -584,3 +584,17 @@ def test_a_run_killed_before_its_header_reached_the_disk_is_still_its_own(tmp_pa
     with open(run / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     assert rows and all(int(r["agent_steps"]) > 0 for r in rows)
+
+
+def test_config_json_is_whole_or_unchanged_and_a_failed_write_is_one_line(tmp_path,
+                                                                          monkeypatch):
+    target = tmp_path / "config.json"
+    target.write_text("{}")
+
+    def no_space(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runfolder.os, "replace", no_space)
+    with pytest.raises(runfolder.RunFolderError, match=r"cannot write .*config.json: No space"):
+        runfolder.write_atomically(target, '{"env_id": "x"}')
+    assert target.read_text() == "{}" and [p.name for p in tmp_path.iterdir()] == ["config.json"]

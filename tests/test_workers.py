@@ -209,3 +209,19 @@ def test_an_interrupted_run_with_workers_returns_and_goes_on(monkeypatch):
     result = trainer.run()
     assert not result.interrupted and result.agent_steps >= 1200
     trainer.env.close()
+
+
+def test_a_call_cut_short_after_some_workers_answered_starts_the_workers_over():
+    """Ctrl-C between reading worker 0's answer and worker 1's leaves the pipes out of step:
+    reset() starts the workers over, and the same seed gives the same episodes."""
+    env = make_env(GOAL, 4, workers=2)
+    first = env.reset(seed=5)
+    env.vec.step_async({"discrete": env._pad(np.zeros((4, 2, 1), np.int64))})
+    env.vec.parent_pipes[0].recv()  # worker 0's answer read, worker 1's not
+    env._in_call = True  # as _wait leaves it when the interrupt lands inside the call
+    again = env.reset(seed=5)
+    for a, b in zip(first.obs, again.obs, strict=True):
+        np.testing.assert_array_equal(a, b)
+    step = env.step({"discrete": np.ones((4, 2, 1), np.int64)})
+    assert step.alive.shape == (4, 2)
+    env.close()
