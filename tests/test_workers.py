@@ -185,14 +185,14 @@ def test_cli_env_workers_flag(tmp_path, capsys):
     assert '"num_env_workers": 2' in (tmp_path / "run" / "config.json").read_text()
 
 
-def test_an_interrupted_run_with_workers_returns_and_goes_on(monkeypatch):
-    """Ctrl-C lands while the trainer waits for the workers' step (they ignore SIGINT and finish
-    it): run() returns interrupted, and run() again restarts the envs past that pending step,
-    as a resume would."""
+def test_an_interrupted_run_with_workers_returns_and_goes_on(monkeypatch, tmp_path):
+    """Ctrl-C lands while the trainer waits for the workers' step: run() returns interrupted,
+    and run() again goes on in the same run folder (the workers started over after the cut-short
+    call are made out of the folder's lock: they must not hold it)."""
     from poca.trainer import Trainer
 
     config = small_config(num_env_workers=2, max_steps=1200)
-    trainer = Trainer(make_env(GOAL, 5, workers=2), config, progress=False)
+    trainer = Trainer(make_env(GOAL, 5, workers=2), config, tmp_path / "run", progress=False)
     vec, calls = trainer.env.vec, []
     step_wait = vec.step_wait
 
