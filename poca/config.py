@@ -185,6 +185,9 @@ class POCAConfig:
             raise ValueError(f"trainer_type must be 'poca', got {data['trainer_type']!r}: this "
                              "trainer is MA-POCA (`critic: independent` is its paper's PPO "
                              "ablation); the other settings of a ppo or sac file may not apply")
+        problems = _unknown_keys(cls, data, "")  # every level at once
+        if problems:
+            raise ValueError("; ".join(problems))
         config = _build(cls, data, "")
         config.validate()
         return config
@@ -354,22 +357,19 @@ class POCAConfig:
 
 
 def _build(cls, data, where: str):
-    """Build dataclass `cls` from a dict, failing on unknown keys and wrong types."""
+    """Build dataclass `cls` from a dict (its unknown keys already refused by
+    `_unknown_keys`), failing on wrong types."""
     if not isinstance(data, dict):
         raise ValueError(f"{where or 'config'} must be a mapping, got {data!r}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    problems = _unknown_keys(cls, data, where)
-    if problems:
-        raise ValueError("; ".join(problems))
     kwargs = {}
     hints = {name: _resolve(cls, f) for name, f in fields.items()}
     for key, value in data.items():
-        if key not in fields:  # an ML-Agents setting written as off (see MLAGENTS_KEYS)
+        if key not in fields:  # an ML-Agents setting written as off or inert (_unknown_keys)
             continue
         typ, name = hints[key], f"{where}.{key}" if where else key
-        nested = typ if dataclasses.is_dataclass(typ) else None
-        if nested is None and isinstance(typ, tuple):  # Optional[...]
-            nested = next((t for t in typ if dataclasses.is_dataclass(t)), None)
+        nested = _section(typ)
+        if isinstance(typ, tuple):  # Optional[...]
             if value is None:
                 kwargs[key] = None
                 continue
@@ -413,14 +413,17 @@ def _unknown_keys(cls, data, where: str) -> list[str]:
         problems.append(f"unknown key(s) {unknown} in {where or 'config'}; valid: {list(fields)}"
                         + (f"; {'; '.join(hints)}" if hints else ""))
     for key, value in data.items():
-        if key in fields:
-            typ = _resolve(cls, fields[key])
-            nested = typ if dataclasses.is_dataclass(typ) else next(
-                (t for t in typ if dataclasses.is_dataclass(t)), None) if isinstance(
-                typ, tuple) else None
-            if nested is not None:
-                problems += _unknown_keys(nested, value, dotted[key])
+        nested = _section(_resolve(cls, fields[key])) if key in fields else None
+        if nested is not None:
+            problems += _unknown_keys(nested, value, dotted[key])
     return problems
+
+
+def _section(typ):
+    """The dataclass a setting of type `typ` holds (also an optional one), or None."""
+    if isinstance(typ, tuple):  # Optional[...]
+        return next((t for t in typ if dataclasses.is_dataclass(t)), None)
+    return typ if dataclasses.is_dataclass(typ) else None
 
 
 def _resolve(cls, f):

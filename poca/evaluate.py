@@ -69,14 +69,10 @@ def evaluate(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = F
     return episode_returns(actor, env, seed, deterministic)[int(team)]
 
 
+@torch_settings(threads=1)  # more threads were measured 50x slower here (2 cores)
 def episode_returns(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: bool = False
                     ) -> tuple[np.ndarray, np.ndarray]:
     """(group returns, team returns) of the same episodes, as `evaluate`, in one pass."""
-    with torch_settings(threads=1):  # more threads were measured 50x slower here (2 cores)
-        return _episode_returns(actor, env, seed, deterministic)
-
-
-def _episode_returns(actor, env, seed, deterministic):
     acting = Acting(actor, 1, env.spec.num_agents, torch.device("cpu"),
                     torch.Generator().manual_seed(seed))
     step = env.reset(seed=seed)

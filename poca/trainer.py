@@ -174,84 +174,87 @@ class Trainer:
         fresh = self.last_checkpoint is None and self.agent_steps == 0
         claim = (runfolder.claim(folder, fresh, self.agent_steps) if folder is not None
                  else contextlib.nullcontext())
-        interrupted, safe = False, None
+        cut: dict = {}  # filled with the state to go back to when Ctrl-C cut an update short
         try:
-            with claim, runfolder.Interrupts() as signals, torch_settings(cfg.threads):
-                if folder is not None:
-                    # "config" as given (None: derived); "derived": what the run uses for those
-                    runfolder.write_atomically(folder / "config.json", json.dumps(
-                        {"env_id": self.env_id, "env_kwargs": self.env_kwargs,
-                         "max_agents": self.max_agents, "config": cfg.to_dict(),
-                         "derived": {"buffer_size": self.buffer_size, "batch_size": self.batch_size,
-                                     **cfg.hyperparameters.schedules()}},
-                        indent=2, default=repr))
-                if starting is not None:
-                    starting(self)
-                writer = _MetricsWriter(folder, self.progress, cfg.max_steps, self.agent_steps)
-                start, interrupted, diverged, safe = time.perf_counter(), False, False, None
-                saved_time = time.monotonic()
-                next_summary = (self.agent_steps // cfg.summary_freq + 1) * cfg.summary_freq
-                try:
-                    while self.agent_steps < cfg.max_steps:
-                        safe = runfolder.snapshot(self)
-                        rollout = self.collect()
-                        guards.check_rollout(self, rollout)
-                        self.agent_steps += rollout.agent_steps
-                        try:
-                            stats = self.update(rollout)
-                        except TrainingDiverged as err:
-                            source = guards.non_finite_tensor(self.actor, self.critic)
-                            if source is None or source.startswith("a parameter"):
-                                raise
-                            raise TrainingDiverged(self._diverged_message(source)) from err
-                        source = guards.non_finite_tensor(self.actor, self.critic)
-                        if source is not None:
-                            raise TrainingDiverged(self._diverged_message(source))
-                        safe = None  # the live state is whole again
-                        guards.warn_reward_scale(self, stats)
-                        writer.progress(self, stats)
-                        if self.agent_steps >= next_summary or self.agent_steps >= cfg.max_steps:
-                            writer.summary(self, stats)
-                            next_summary = ((self.agent_steps // cfg.summary_freq + 1)
-                                            * cfg.summary_freq)
-                        if folder is not None and (
-                                self.agent_steps - self._saved_at >= cfg.checkpoint_interval
-                                or time.monotonic() - saved_time >= runfolder.SAVE_EVERY_SECONDS):
-                            with signals.held():
-                                checkpoint.save_trainer(self)
-                            saved_time = time.monotonic()
-                        if until is not None and until(self):
-                            break
-                except KeyboardInterrupt:
-                    interrupted = True
-                except TrainingDiverged:
-                    diverged = True
-                    raise
-                finally:
-                    writer.close()
-                    if folder is not None and not diverged:
-                        with signals.held(then_raise=False):  # a second Ctrl-C waits for this
-                            if safe is not None or self._saved_at != self.agent_steps \
-                                    or self.last_checkpoint is None:
-                                checkpoint.save_trainer(self, safe)
-            done = safe or {"agent_steps": self.agent_steps, "episodes": self.episodes,
-                            "episode_log": self.episode_log, "team_log": self.team_log}
-            result = TrainResult(agent_steps=done["agent_steps"], episodes=done["episodes"],
-                                 episode_log=list(done["episode_log"]),
-                                 team_log=list(done["team_log"]),
-                                 wall_seconds=time.perf_counter() - start,
-                                 checkpoint=self.last_checkpoint, interrupted=interrupted,
-                                 pays_group_reward=self.env.pays_group_reward)
+            return self._run(cfg, folder, claim, until, starting, cut)
         finally:
-            if interrupted and safe is not None:
-                # cut short: this object goes back too, so that run() again goes on from
-                # what was saved, never from half an update; its envs start over, as
-                # after load. Here, out of the folder's lock and the signal handlers: env
-                # workers started over are new processes, which must inherit neither.
+            if cut:  # this object goes back too, so that run() again goes on from what was
+                # saved, never from half an update; its envs start over, as after load. Here,
+                # out of the folder's lock and the signal handlers: env workers started over
+                # are new processes, which must inherit neither.
                 with torch_settings(cfg.threads):
-                    checkpoint.put_back(self, safe, "the state before the last update")
+                    checkpoint.put_back(self, cut, "the state before the last update")
                     self._start_env(seed=cfg.seed + 1_000_003 * self.updates)
-        return result
+
+    def _run(self, cfg, folder, claim, until, starting, cut: dict) -> TrainResult:
+        """`run` in its folder, with Ctrl-C and SIGTERM caught; on an interrupt, `cut` gets the
+        state saved before the update it cut short."""
+        with claim, runfolder.Interrupts() as signals, torch_settings(cfg.threads):
+            if folder is not None:
+                # "config" as given (None: derived); "derived": what the run uses for those
+                runfolder.write_atomically(folder / "config.json", json.dumps(
+                    {"env_id": self.env_id, "env_kwargs": self.env_kwargs,
+                     "max_agents": self.max_agents, "config": cfg.to_dict(),
+                     "derived": {"buffer_size": self.buffer_size, "batch_size": self.batch_size,
+                                 **cfg.hyperparameters.schedules()}},
+                    indent=2, default=repr))
+            if starting is not None:
+                starting(self)
+            writer = _MetricsWriter(folder, self.progress, cfg.max_steps, self.agent_steps)
+            start, interrupted, diverged, safe = time.perf_counter(), False, False, None
+            saved_time = time.monotonic()
+            next_summary = (self.agent_steps // cfg.summary_freq + 1) * cfg.summary_freq
+            try:
+                while self.agent_steps < cfg.max_steps:
+                    safe = runfolder.snapshot(self)
+                    rollout = self.collect()
+                    guards.check_rollout(self, rollout)
+                    self.agent_steps += rollout.agent_steps
+                    try:
+                        stats = self.update(rollout)
+                    except TrainingDiverged as err:
+                        source = guards.non_finite_tensor(self.actor, self.critic)
+                        if source is None or source.startswith("a parameter"):
+                            raise
+                        raise TrainingDiverged(self._diverged_message(source)) from err
+                    source = guards.non_finite_tensor(self.actor, self.critic)
+                    if source is not None:
+                        raise TrainingDiverged(self._diverged_message(source))
+                    safe = None  # the live state is whole again
+                    guards.warn_reward_scale(self, stats)
+                    writer.progress(self, stats)
+                    if self.agent_steps >= next_summary or self.agent_steps >= cfg.max_steps:
+                        writer.summary(self, stats)
+                        next_summary = ((self.agent_steps // cfg.summary_freq + 1)
+                                        * cfg.summary_freq)
+                    if folder is not None and (
+                            self.agent_steps - self._saved_at >= cfg.checkpoint_interval
+                            or time.monotonic() - saved_time >= runfolder.SAVE_EVERY_SECONDS):
+                        with signals.held():
+                            checkpoint.save_trainer(self)
+                        saved_time = time.monotonic()
+                    if until is not None and until(self):
+                        break
+            except KeyboardInterrupt:
+                interrupted = True
+                cut.update(safe or {})  # also when the save below fails
+            except TrainingDiverged:
+                diverged = True
+                raise
+            finally:
+                writer.close()
+                if folder is not None and not diverged:
+                    with signals.held(then_raise=False):  # a second Ctrl-C waits for this
+                        if safe is not None or self._saved_at != self.agent_steps \
+                                or self.last_checkpoint is None:
+                            checkpoint.save_trainer(self, safe)
+        done = safe or {"agent_steps": self.agent_steps, "episodes": self.episodes,
+                        "episode_log": self.episode_log, "team_log": self.team_log}
+        return TrainResult(agent_steps=done["agent_steps"], episodes=done["episodes"],
+                           episode_log=list(done["episode_log"]), team_log=list(done["team_log"]),
+                           wall_seconds=time.perf_counter() - start,
+                           checkpoint=self.last_checkpoint, interrupted=interrupted,
+                           pays_group_reward=self.env.pays_group_reward)
 
     # --- collecting -----------------------------------------------------------------------------
     def collect(self) -> Rollout:
