@@ -155,8 +155,16 @@ def env_keys(seed: int, num_envs: int) -> np.ndarray:
     >>> len(set(env_keys(0, 4)) | set(env_keys(1, 4)))  # seeds 0 and 1 share no stream
     8
     """
-    seed_hash = _splitmix64(np.array([seed], dtype=np.uint64))
+    seed = int(seed)
+    seed_hash = _splitmix64(np.array([seed & _LOW64], dtype=np.uint64))
+    rest = seed >> 64  # Gymnasium takes any non-negative int (its own np_random_seed is 128-bit):
+    while rest:  # each further 64 bits mixed in; seeds below 2**64 hash as they are
+        seed_hash = _splitmix64(seed_hash ^ np.uint64(rest & _LOW64))
+        rest >>= 64
     return _splitmix64(seed_hash ^ np.arange(num_envs, dtype=np.uint64))
+
+
+_LOW64 = 2**64 - 1
 
 
 def hash_bits(keys: np.ndarray, episode: np.ndarray, step: np.ndarray | int) -> np.ndarray:
@@ -281,11 +289,16 @@ class GroupEnv(ABC):
         return (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
     # -- public API --
+    @property
+    def seeded(self) -> bool:
+        """Whether `reset` has picked the episodes' seed yet (given, or drawn from entropy)."""
+        return self._seed is not None
+
     def reset(self, seed: int | None = None) -> GroupStep:
         """Start a new episode in every env. The same seed gives the same episodes."""
         self._check_open()
         if seed is not None:
-            self._seed = check_int("seed", seed, 0, 2**63 - 1)
+            self._seed = check_int("seed", seed, 0)  # any size, as Gymnasium's
             self.episode[:] = 0
         elif self._seed is None:
             self._seed = int(np.random.SeedSequence().entropy % 2**63)
@@ -357,7 +370,7 @@ class GroupEnv(ABC):
 
     # -- checks --
     def _observed(self, rows=slice(None)) -> tuple[np.ndarray, ...]:
-        """`_observe(rows)` checked against `spec.obs`: the shapes, and uint8 images."""
+        """`_observe(rows)` checked against `spec.obs`: the shapes and dtypes."""
         obs = self._observe(rows)
         n = self.env_ids[rows].size  # rows: a slice, an index or a boolean mask
         task = type(self).__name__
@@ -370,9 +383,10 @@ class GroupEnv(ABC):
                 raise ValueError(f"{task}._observe: component {spec.name!r} has shape "
                                  f"{getattr(o, 'shape', type(o).__name__)}, expected {want} "
                                  f"(envs, agents, then the component's shape {spec.shape})")
-            if spec.kind == "image" and o.dtype != np.uint8:
-                raise ValueError(f"{task}._observe: component {spec.name!r} is an image and "
-                                 f"must be uint8 (0-255), got {o.dtype}")
+            if o.dtype != spec.dtype:  # what the views' spaces declare
+                kind = "an image, uint8 (0-255)" if spec.kind == "image" else "float32"
+                raise ValueError(f"{task}._observe: component {spec.name!r} must be {kind}, "
+                                 f"got {o.dtype}")
         return obs
 
     def _checked(self, out) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

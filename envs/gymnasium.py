@@ -39,6 +39,15 @@ def _joint_obs(spec, view, alive, rows, flat=False):
     return out
 
 
+def _reported_seed(view, seed):
+    """The seed for the core: the caller's; at an unseeded first reset, the one Gymnasium
+    reports in `np_random_seed` (drawn from entropy), so that `reset(seed=env.np_random_seed)`
+    plays those episodes again. Later unseeded resets go on with the core's episodes."""
+    if seed is None and not view.core.seeded and view.np_random_seed >= 0:
+        return view.np_random_seed
+    return seed
+
+
 def _first(obs):
     return {k: v[0] for k, v in obs.items()} if isinstance(obs, dict) else obs[0]
 
@@ -75,7 +84,7 @@ class GroupGymEnv(gymnasium.Env):
         if seed is None and self._next is not None:
             step = self._next  # the core already started the next episode when the last ended
         else:
-            step = self.core.reset(seed=seed)
+            step = self.core.reset(seed=_reported_seed(self, seed))
         self._over, self._next = False, None
         self._render.start()
         A = self.core.spec.num_agents
@@ -86,6 +95,7 @@ class GroupGymEnv(gymnasium.Env):
     def step(self, action):
         if self._over:
             raise RuntimeError("step() needs a running episode: call reset() first")
+        _check_shape(self.action_space, action)  # before the core's batched shape is added
         step = self.core.step(joint_to_core(self.core.spec, _add_env_axis(action), self.flat))
         ended = bool(step.group_done[0])
         truncated = bool(step.group_truncated[0])
@@ -117,6 +127,21 @@ def _mask_info(mask, rows) -> dict:
     """`{"action_mask": bool [..., A, sum(branches)]}` for tasks with masks (in infos, as
     Gymnasium's Taxi gives its mask), else nothing."""
     return {} if mask is None else {"action_mask": mask[rows].copy()}
+
+
+def _check_shape(space, action) -> None:
+    """A joint action (or each part of a hybrid one) must have its space's shape."""
+    parts = ([(f"action[{key!r}]", space[key], action[key]) for key in space.spaces
+              if key in action] if isinstance(space, gymnasium.spaces.Dict)
+             and isinstance(action, dict) else [("action", space, action)])
+    for name, part_space, value in parts:
+        try:
+            shape = np.shape(value)
+        except ValueError:  # ragged
+            shape = "ragged"
+        if shape != part_space.shape:
+            raise ValueError(f"{name} must have the action space's shape {part_space.shape}, "
+                             f"got {shape}")
 
 
 def _add_env_axis(action):
@@ -171,6 +196,10 @@ class GroupVectorEnv(VectorEnv):
             limit = min(check_int("max_episode_steps", max_episode_steps, 1),
                         self.core.spec.max_steps)
             self.core.spec = dataclasses.replace(self.core.spec, max_steps=limit)
+        # steps into each episode: a group that terminates on the limit's step is reported
+        # truncated too, as TimeLimit does (the core's own limit gives way to termination)
+        self._limit = max_episode_steps and self.core.spec.max_steps
+        self._elapsed = np.zeros(self.core.num_envs, dtype=np.int64)
         self.num_envs = self.core.num_envs
         self.render_mode = render_mode
         self.flat = check_bool("flat", flat)
@@ -185,10 +214,12 @@ class GroupVectorEnv(VectorEnv):
             raise TypeError(f"seed: one int for all {self.num_envs} groups (group i draws its "
                             "episodes from (seed, i), whatever num_envs is), not a list per env")
         super().reset(seed=seed)
-        step = self.core.reset(seed=seed)
+        step = self.core.reset(seed=_reported_seed(self, seed))
         self._restart[:] = False
+        self._elapsed[:] = 0
         return self._obs(step.obs, step.alive), self._with_mask(self._infos(
-            np.zeros(self.num_envs), np.zeros((self.num_envs, self.core.spec.num_agents),
+            np.zeros(self.num_envs, np.float32), np.zeros((self.num_envs,
+                                                           self.core.spec.num_agents),
                                               np.float32)))
 
     def _infos(self, group_reward, individual_reward) -> dict:
@@ -216,6 +247,10 @@ class GroupVectorEnv(VectorEnv):
         reward = step.group_reward + step.reward.sum(axis=1)
         truncated = step.group_truncated
         terminated = step.group_done & ~truncated
+        self._elapsed += 1
+        if self._limit:
+            truncated |= step.group_done & (self._elapsed >= self._limit)
+        self._elapsed[step.group_done | self._restart] = 0
         infos = self._infos(step.group_reward, step.reward)
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             obs = self._obs(step.obs, step.alive)

@@ -43,6 +43,11 @@ class GroupParallelEnv(ParallelEnv):
             raise TypeError(f"num_envs: a PettingZoo env is one group; for {kwargs['num_envs']} "
                             f"groups stepped at once use envs.make_group({name!r}, num_envs=...) "
                             "or gymnasium.make_vec (poca's num_envs setting makes its copies)")
+        if "max_cycles" in kwargs:  # PettingZoo's name for the episode's step limit
+            if "max_steps" in kwargs:
+                raise TypeError("give max_steps or max_cycles (PettingZoo's name for it), not "
+                                "both")
+            kwargs["max_steps"] = kwargs.pop("max_cycles")
         self.core = envs.make_group(task, num_envs=1, **kwargs)
         self._render = EpisodeRenderer(self.core, render_mode, self.metadata["render_fps"])
         self.spec = self.core.spec
@@ -152,6 +157,9 @@ class GroupParallelEnv(ParallelEnv):
                 obs[a] = self._zero_obs()
                 rewards[a] = 0.0
                 infos[a] = {"individual_reward": 0.0, "group_reward": 0.0}
+                if mask is not None:  # its action is ignored: any will do
+                    infos[a]["action_mask"] = agent_mask(self.spec, np.ones(mask.shape[-1],
+                                                                            bool))
         # agents that joined on this step (tasks that spawn agents): reported from now on
         joined = [] if ended or after == before else [
             a for a, on, was in zip(self.possible_agents, after, before, strict=True)

@@ -116,6 +116,9 @@ class EpisodeRenderer:
             gymnasium.logger.warn("render() called without a render_mode; pass "
                                   f"render_mode={list(RENDER_MODES)} when making the env")
             return None
+        self.core._check_open()
+        if not self.core.seeded:  # as step() and state(): there is no episode to draw yet
+            raise RuntimeError("render() called before reset(): call reset() first")
         size, draw = self.core.frame(0, self.group_return, final=self.ended)
         return self.renderer.render(draw, size)
 

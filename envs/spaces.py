@@ -157,7 +157,10 @@ def agent_to_core(spec: GroupSpec, slots: list[int], actions: list) -> dict:
             stacked = np.asarray(values)
         except ValueError:  # ragged: agents sent different shapes (checked one by one below)
             stacked = None
-        if stacked is None or stacked.dtype.kind not in kinds or stacked.ndim > 2 or \
+        # values of different types are checked one by one: stacking promotes them (a bool
+        # beside an int becomes an int), so an agent's value would pass or fail by its partners'
+        mixed = len({(type(v), getattr(v, "dtype", None)) for v in values}) > 1
+        if mixed or stacked is None or stacked.dtype.kind not in kinds or stacked.ndim > 2 or \
                 stacked.reshape(len(values), -1).shape[1:] != shape:
             for slot, v in zip(slots, values, strict=True):
                 v = np.asarray(v)

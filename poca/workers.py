@@ -181,7 +181,7 @@ class WorkerEnvGroup(GroupEnv):
             self.vec = gymnasium.vector.AsyncVectorEnv(self._fns, shared_memory=True, copy=False)
             self._in_call = False
         if seed is not None:
-            self._seed = check_int("seed", seed, 0, 2**63 - 1)
+            self._seed = check_int("seed", seed, 0)
         elif self._seed is None:  # one draw here, so that every worker uses the same
             seed = self._seed = int(np.random.SeedSequence().entropy % 2**63)
         self._wait(lambda: self.vec.reset(seed=[seed] * len(self.shares)), "reset()")

@@ -272,6 +272,20 @@ def test_bad_seed():
         env.reset(seed="1")
 
 
+def test_seeds_of_any_size_as_gymnasium_takes_them():
+    """Gymnasium takes any non-negative int (its own np_random_seed is 128-bit): each seed has
+    its own streams, a seed 2**64 above another included; seeds below 2**64 keep theirs."""
+    seeds = [5, 2**63, 2**64 - 1, 2**64 + 5, 2**128 + 5, 2**200]
+    keys = [tuple(env_keys(seed, 3)) for seed in seeds]
+    assert len(set(keys)) == len(seeds)
+    assert env_keys(np.uint64(2**64 - 1), 3).tolist() == list(keys[2])
+    starts = []
+    for seed in seeds:
+        env = envs.make_group("Goal-v0", num_envs=16)
+        starts.append(env.reset(seed=seed).obs[0].tobytes())
+    assert len(set(starts)) == len(seeds)
+
+
 class Sloppy(GroupEnv):
     """A task whose hooks return the wrong shapes (`mistake`), or the right ones (None)."""
 
@@ -305,6 +319,8 @@ class Sloppy(GroupEnv):
             return (obs, obs)
         if self.mistake == "float_image":
             return (obs, np.zeros((self.num_envs, 2, 8, 8, 3), np.float32)[rows])
+        if self.mistake == "float64":  # not what the views' Box(float32) spaces declare
+            return (obs.astype(np.float64),)
         return (obs,)
 
 
@@ -312,7 +328,8 @@ class Sloppy(GroupEnv):
     ("obs", r"Sloppy._observe: component 'v' has shape \(4, 2, 2\), expected \(4, 2, 3\)"),
     ("components", r"Sloppy._observe returned 2 arrays for 1 observation components"),
     ("reward", r"Sloppy._step: reward has shape \(4,\), expected \(4, 2\)"),
-    ("float_image", r"component 'i' is an image and must be uint8 \(0-255\), got float32"),
+    ("float_image", r"component 'i' must be an image, uint8 \(0-255\), got float32"),
+    ("float64", r"Sloppy._observe: component 'v' must be float32, got float64"),
     ("group_reward", r"Sloppy._step: group_reward has shape float, expected \(4,\)"),
     ("three", r"Sloppy._step must return \('reward', 'group_reward', 'terminated', "
               r"'truncated'\), got 3 values"),

@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+import types
 import warnings
 
 import gymnasium
@@ -402,6 +403,30 @@ def test_single_group_view_of_a_masked_task_shows_the_mask():
         GroupGymEnv(Picky, num_envs=2)
 
 
+class PickyOneLeaves(Picky):
+    """Picky, with agent_1 terminating on the first step."""
+
+    def _step(self, cont, disc):
+        reward, group_reward, terminated, truncated = super()._step(cont, disc)
+        terminated[:, 1] = self.alive[:, 1]
+        self.alive[:, 1] = False
+        return reward, group_reward, terminated, truncated
+
+
+@pytest.mark.filterwarnings("ignore:Action space for each agent probably")  # MultiDiscrete
+def test_pettingzoo_absorbed_agents_of_a_masked_task_have_a_mask():
+    """death_mode="absorb" keeps ended agents in `agents`, so the usual loop samples for each
+    with infos[agent]["action_mask"]: an ended one gets every action allowed (it is ignored)."""
+    env = GroupParallelEnv(PickyOneLeaves, death_mode="absorb", max_steps=5)
+    _, infos = env.reset(seed=0)
+    for _ in range(3):
+        actions = {a: env.action_space(a).sample(infos[a]["action_mask"]) for a in env.agents}
+        *_, infos = env.step(actions)
+    assert env.agents == ["agent_0", "agent_1"]
+    assert [m.tolist() for m in infos["agent_1"]["action_mask"]] == [[1, 1, 1], [1, 1]]
+    assert [m.tolist() for m in infos["agent_0"]["action_mask"]] == [[0, 1, 1], [1, 1]]
+
+
 @pytest.mark.filterwarnings("ignore:Action space for each agent probably")  # MultiDiscrete
 def test_pettingzoo_mask_of_several_branches_is_the_form_sample_takes():
     from envs.pettingzoo import aec_env
@@ -501,3 +526,107 @@ def test_make_vec_takes_a_time_limit_as_make_does():
         del gymnasium.registry["test/Goal5-v0"]
     with pytest.raises(ValueError, match="max_episode_steps"):
         gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, max_episode_steps=0)
+
+
+def test_make_vec_terminating_on_the_limits_step_is_truncated_too_as_with_time_limit():
+    """A group that terminates on the step max_episode_steps ends is flagged terminated and
+    truncated, as TimeLimit (gymnasium.make) and the sync vectorizer flag it."""
+    up = np.ones((1, 2, 1), np.int64)  # both agents walk to their edge: done on step 5
+    flags = {}
+    for mode in ("vector_entry_point", "sync"):
+        vec = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=1, vectorization_mode=mode,
+                                 max_episode_steps=5)
+        vec.reset(seed=0)
+        flags[mode] = [tuple(bool(x[0]) for x in vec.step(up)[2:4]) for _ in range(7)]
+    assert flags["vector_entry_point"] == flags["sync"]
+    assert flags["sync"][4] == (True, True)
+    env = gymnasium.make("groupenvs/Goal-v0", max_episode_steps=5)
+    env.reset(seed=0)
+    assert [env.step(up[0])[2:4] for _ in range(5)][-1] == (True, True)
+
+
+@pytest.mark.parametrize("make", [lambda: gymnasium.make("groupenvs/Goal-v0"),
+                                  lambda: gymnasium.make_vec("groupenvs/Goal-v0", num_envs=3)])
+def test_unseeded_episodes_are_those_of_the_seed_gymnasium_reports(make):
+    """After reset() without a seed, reset(seed=env.np_random_seed) plays the same episodes:
+    the seed a user logs is the one the episodes came from."""
+    def episodes(env, seed):
+        views = [env.reset(seed=seed)[0]]
+        action = np.ones(env.action_space.shape, np.int64)
+        for _ in range(12):  # through an episode's end (the next one unseeded in both)
+            obs, _, terminated, truncated, _ = env.step(action)
+            views.append(obs)
+            if np.ndim(terminated) == 0 and (terminated or truncated):
+                views.append(env.reset()[0])
+        return np.concatenate([np.ravel(part) for view in views for part in view.values()])
+
+    env = make()
+    unseeded = episodes(env, None)
+    reported = env.unwrapped.np_random_seed if hasattr(env, "unwrapped") else env.np_random_seed
+    assert reported > 0  # Gymnasium's entropy seed (128-bit)
+    np.testing.assert_array_equal(episodes(make(), reported), unseeded)
+    other = make()
+    other.reset()
+    assert other.np_random_seed != reported
+
+
+def test_pettingzoo_actions_are_checked_agent_by_agent_whatever_the_others_send():
+    """Stacking agents' actions promotes types (a bool beside an int is an int); each agent's
+    value is accepted or refused on its own."""
+    discrete = pettingzoo.make("parallel", "groupenvs/goal-v0")
+    continuous = pettingzoo.make("parallel", "groupenvs/goal-v0", action_sizes=(1, 0))
+    for env, actions, match in [
+            (discrete, {"agent_0": True, "agent_1": 0}, "agent_0: discrete action must be int"),
+            (continuous, {"agent_0": np.array([1]), "agent_1": np.zeros(1)},
+             "agent_0: continuous action must be float"),
+            (continuous, {"agent_0": np.zeros(1), "agent_1": True},
+             "agent_1: continuous action must be float")]:
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match=match):
+            env.step(actions)
+    discrete.reset(seed=0)
+    discrete.step({"agent_0": np.int32(1), "agent_1": 0})  # ints of two kinds are ints
+
+
+def test_pettingzoo_takes_max_cycles_as_its_name_for_max_steps():
+    """PettingZoo's keyword for the episode's step limit (its max_cycles_test and SuperSuit
+    pass it); with max_steps as well it is refused, not silently one of the two."""
+    env = pettingzoo.make("parallel", "groupenvs/goal-v0", max_cycles=3)
+    assert env.spec.max_steps == 3
+    pzt.max_cycles_test(types.SimpleNamespace(
+        parallel_env=lambda **kw: pettingzoo.make("parallel", "groupenvs/goal-v0", **kw),
+        env=lambda **kw: pettingzoo.make("aec", "groupenvs/goal-v0", **kw)))
+    env.reset(seed=0)
+    for _ in range(3):
+        *_, truncs, _ = env.step(dict.fromkeys(env.agents, 0))
+    assert all(truncs.values()) and env.agents == []
+    with pytest.raises(TypeError, match="max_steps or max_cycles"):
+        pettingzoo.make("parallel", "groupenvs/goal-v0", max_cycles=3, max_steps=4)
+
+
+def test_render_needs_a_running_env():
+    """render() before reset() raises, as step() and state() do; after close() too."""
+    env = pettingzoo.make("parallel", "groupenvs/goal-v0", render_mode="rgb_array")
+    with pytest.raises(RuntimeError, match="before reset"):
+        env.render()
+    env.reset(seed=0)
+    assert env.render().ndim == 3
+    env.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        env.render()
+
+
+def test_gymnasium_joint_action_of_the_wrong_shape_names_the_spaces_shape():
+    env = gymnasium.make("groupenvs/Goal-v0")
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"action must have the action space's shape \(2, 1\), "
+                                         r"got \(2,\)"):
+        env.step(np.array([1, 0]))
+    hybrid = gymnasium.make("groupenvs/Goal-v0", action_sizes=(1, 1))
+    hybrid.reset(seed=0)
+    with pytest.raises(ValueError, match=r"action\['continuous'\] must have"):
+        hybrid.step({"continuous": np.zeros(2, np.float32), "discrete": np.zeros((2, 1), int)})
+    vec = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2)
+    _, infos = vec.reset(seed=0)
+    assert infos["group_reward"].dtype == vec.step(vec.action_space.sample())[4][
+        "group_reward"].dtype == np.float32
