@@ -221,7 +221,10 @@ class ParallelEnvGroup(GroupEnv):
             # can); the clip after the cast keeps rounding from stepping past a bound
             u = (cont.astype(np.float64) + 1) / 2
             low, high = space.low.reshape(-1), space.high.reshape(-1)
-            scaled = ((1 - u) * low + u * high).astype(space.dtype)
+            scaled = (1 - u) * low + u * high
+            if space.dtype.kind in "iu":  # the nearest whole number (a cast would truncate)
+                scaled = np.rint(scaled)
+            scaled = scaled.astype(space.dtype)
             return np.clip(scaled, low, high).reshape(space.shape)
         if isinstance(space, spaces.Discrete):
             return int(disc[0]) + int(space.start)
@@ -256,6 +259,13 @@ class ParallelEnvGroup(GroupEnv):
             missing = [k for k in self.obs_space.spaces if k not in obs]
             if missing:
                 raise ValueError(f"{where} lacks the key(s) {missing}")
+            if len(obs) != len(self.obs_space.spaces):  # keys the space does not declare
+                extra = sorted(map(str, obs.keys() - self.obs_space.spaces.keys()))
+                hint = (": declare it in the Dict space so that the policy's actions are "
+                        "masked (poca reads it there, or in infos[agent]['action_mask'])"
+                        if "action_mask" in extra else "")
+                raise ValueError(f"{where} holds key(s) {extra} that its Dict space does not "
+                                 f"declare{hint}")
             values = obs
         else:
             values = {"obs": obs}
@@ -433,6 +443,11 @@ class ParallelEnvGroup(GroupEnv):
                     raise ValueError(f"{where}: agent {name!r} is not in the episode (it did not "
                                      f"act and is not in agents) but has reward {rew[name]}: it "
                                      "would be lost; pay it to an agent that is in the episode")
+            team = float(group_reward[e]) + float(reward[e].sum(dtype=np.float64))
+            if abs(team) > FLOAT32_MAX:  # each reward is in range, their sum is not
+                raise ValueError(f"{where}: the step's rewards add up to {team:.3g}, beyond "
+                                 "float32's range (the team reward POCA learns from); scale "
+                                 "them down")
         return reward, group_reward, terminated, truncated
 
     def _observe(self, rows=slice(None)):

@@ -120,6 +120,7 @@ class Trainer:
             warnings.warn("threaded: true (an ML-Agents setting) does nothing here: collection "
                           "and updates take turns, each update on the newest policy",
                           stacklevel=2)
+        _check_device(config.device)
         self.env, self.spec, self.config = env, env.spec, config
         self.buffer_size, self.batch_size = config.rollout_sizes(env.spec.num_agents)
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs or {})
@@ -549,12 +550,15 @@ class _MetricsWriter:
                "mean_team_return": mean_of_last(trainer.team_log),
                "agent_steps_per_s": self._rate(trainer),
                "wall_s": self.wall_before + time.perf_counter() - self.start, **stats}
+        # a mean of nothing (no episode has ended yet) does not exist: an empty cell, no point
+        row = {name: "" if isinstance(number, float) and math.isnan(number) else number
+               for name, number in row.items()}
         if self.csv is not None:
             self.csv.writerow(row)
             self.file.flush()
         if self.tb is not None:
             for name, number in row.items():
-                if name != "agent_steps":
+                if name != "agent_steps" and number != "":
                     self.tb.add_scalar(name, number, trainer.agent_steps)
 
     def close(self) -> None:
@@ -564,6 +568,14 @@ class _MetricsWriter:
             self.file.close()
         if self.tb is not None:
             self.tb.close()
+
+
+def _check_device(device: str) -> None:
+    if device != "cpu":
+        index = int(device.partition(":")[2] or 0)
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r} is not available here (torch "
+                             f"{torch.__version__}, {torch.cuda.device_count()} CUDA devices)")
 
 
 def _mean_group_return(trainer) -> float:
@@ -604,11 +616,7 @@ def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = No
                                                                   max_agents, force)
     config = POCAConfig.from_dict((config or POCAConfig()).to_dict())  # checked as a file is
     checkpoint.check_plain(dict(env_kwargs or {}), "env_kwargs")
-    if config.device != "cpu":
-        index = int(config.device.partition(":")[2] or 0)
-        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
-            raise ValueError(f"device {config.device!r} is not available here (torch "
-                             f"{torch.__version__}, {torch.cuda.device_count()} CUDA devices)")
+    _check_device(config.device)  # before any env worker starts
     env = make_env(env_id, config.num_envs, env_kwargs, max_agents,
                    workers=config.num_env_workers)
     try:  # closing stops env worker processes, also when the run fails

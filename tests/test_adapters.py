@@ -437,6 +437,54 @@ def test_box_actions_stay_finite_and_inside_any_finite_bounds(bounds):
         env.step({"continuous": np.full((2, 3, 2), value, np.float32)})
 
 
+class WholeNumbers(Bounded):
+    """Box(0, 3, int64) actions."""
+
+    @functools.cache
+    def action_space(self, agent):
+        return spaces.Box(0, 3, (2,), np.int64)
+
+
+def test_integer_box_actions_are_the_nearest_whole_number():
+    """The policy's [-1, 1] scaled onto [0, 3] and rounded (a cast truncated: 0.99 played 2)."""
+    env = ParallelEnvGroup(WholeNumbers, num_envs=1)
+    played = [env._to_env_action(np.full(2, u, np.float32), None)[0]
+              for u in (-1.0, -0.5, -0.2, 0.0, 0.2, 0.5, 0.99, 1.0)]
+    assert played == [0, 1, 1, 2, 2, 2, 3, 3]  # -0.2 -> 1.2, 0.0 -> 1.5 (to even: 2), 0.2 -> 1.8
+
+
+class UndeclaredMask(Masked):
+    """Masked, with the action_mask sent but left out of the Dict space."""
+
+    @functools.cache
+    def observation_space(self, agent):
+        return spaces.Dict({"observation": spaces.Box(-1, 1, (2,), np.float32)})
+
+
+def test_observation_keys_the_dict_space_does_not_declare_are_an_error():
+    """An undeclared action_mask was dropped in silence and forbidden actions were played."""
+    with pytest.raises(ValueError, match=r"agent 'a_0': observation holds key\(s\) "
+                                         r"\['action_mask'\] that its Dict space does not "
+                                         r"declare: declare it in the Dict space"):
+        ParallelEnvGroup(UndeclaredMask, num_envs=1).reset(seed=0)
+
+
+class HugeRewards(Leaving):
+    """Each reward inside float32's range; two of them add up beyond it."""
+
+    def step(self, actions):
+        obs, rew, term, trunc, infos = super().step(actions)
+        return obs, dict.fromkeys(rew, 3e38), term, trunc, infos
+
+
+def test_rewards_whose_sum_float32_cannot_hold_are_an_error_naming_the_step():
+    env = ParallelEnvGroup(HugeRewards, num_envs=1)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"env copy 0, episode step 1: the step's rewards add "
+                                         r"up to 9e\+38, beyond float32's range"):
+        env.step({"discrete": np.ones((1, 3, 1), np.int64)})
+
+
 def test_float16_observations_are_checked_without_overflow():
     from poca.adapters import _encode
 

@@ -1,12 +1,15 @@
 """poca as a library: train() and Trainer check what they are given as the CLI does, leave the
 caller's torch state as they found it, and an interrupted object never holds half an update."""
 
+import csv
 import dataclasses
 import shutil
 
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
 
 import envs
 from poca import checkpoint
@@ -122,3 +125,45 @@ def test_a_trainer_records_the_env_it_was_given():
     trainer = Trainer(make_env("Goal-v0", 4), small(), progress=False)  # the preset says 64
     assert trainer.config.num_envs == 4
     assert trainer.buffer_size == small().hyperparameters.buffer_size
+
+
+class Endless(ParallelEnv):
+    """Two agents whose episode never ends."""
+
+    metadata = {"name": "endless_v0"}
+    possible_agents = ["a", "b"]
+
+    def observation_space(self, agent):
+        return spaces.Box(-1, 1, (1,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        return {a: np.zeros(1, np.float32) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        no = dict.fromkeys(self.agents, False)
+        return ({a: np.zeros(1, np.float32) for a in self.agents},
+                {a: float(actions[a]) for a in self.agents}, no, dict(no),
+                {a: {} for a in self.agents})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_trainer_on_a_device_that_is_not_there_says_so():
+    """Trainer is the documented API as train() is: the same one-line error, not torch's."""
+    with pytest.raises(ValueError, match="device 'cuda' is not available here"):
+        Trainer(make_env("Goal-v0", 4), small().override({"device": "cuda"}), progress=False)
+
+
+def test_means_of_no_episodes_are_empty_cells_not_nan(tmp_path):
+    """Before any episode has ended, the mean returns do not exist: metrics.csv leaves them
+    empty, as it does every value that does not exist."""
+    config = small().override({"max_steps": 600, "summary_freq": 200})
+    train(Endless, config, run_dir=tmp_path / "run")
+    with open(tmp_path / "run" / "metrics.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert rows and all(row["mean_group_return"] == row["mean_team_return"] == ""
+                        for row in rows)
+    assert all(row["policy_loss"] != "" for row in rows)
