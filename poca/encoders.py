@@ -40,13 +40,19 @@ def _module_names(names: list) -> list[str]:
 
 
 class RunningNorm(nn.Module):
-    """Running mean/variance of a vector observation; normalizes and clips to [-5, 5]."""
+    """Running mean/variance of a vector observation (or of the returns); normalizes and clips
+    to [-5, 5].
+
+    The statistics are float64: the sum of squared deviations grows with the count and the
+    square of the values, which in float32 overflowed after a few thousand steps of values
+    near 1e17 (a timestamp in nanoseconds), and a float32 count stops counting single steps
+    past 2**24. The network still reads float32."""
 
     def __init__(self, size: int):
         super().__init__()
-        self.register_buffer("count", torch.ones(()))
-        self.register_buffer("mean", torch.zeros(size))
-        self.register_buffer("m2", torch.ones(size))
+        self.register_buffer("count", torch.ones((), dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(size, dtype=torch.float64))
+        self.register_buffer("m2", torch.ones(size, dtype=torch.float64))
 
     @torch.no_grad()
     def update(self, x: Tensor) -> None:
@@ -54,6 +60,7 @@ class RunningNorm(nn.Module):
         n = x.shape[0]
         if n == 0:
             return
+        x = x.double()
         total = self.count + n
         delta = x.mean(0) - self.mean
         self.m2 += ((x - x.mean(0)) ** 2).sum(0) + delta**2 * self.count * n / total
@@ -64,7 +71,7 @@ class RunningNorm(nn.Module):
         return torch.sqrt(self.m2 / self.count)
 
     def forward(self, x: Tensor) -> Tensor:
-        return ((x - self.mean) / self.std()).clamp(-5, 5)
+        return ((x - self.mean.to(x.dtype)) / self.std().to(x.dtype)).clamp(-5, 5)
 
 
 class _ResidualBlock(nn.Module):

@@ -26,6 +26,7 @@ from poca import checkpoint
 from poca.adapters import ParallelEnvGroup, checked, make_env
 from poca.cli import main
 from poca.config import POCAConfig
+from poca.encoders import RunningNorm
 from poca.evaluate import evaluate, load_actor
 from poca.trainer import Trainer, TrainingDiverged, train
 
@@ -662,6 +663,29 @@ GUARD_CASES = [  # (env kwargs, config overrides, exception, CLI exit status, fr
 ]
 
 
+@pytest.fixture
+def norm_overflow(request, monkeypatch):
+    """For the "norm" case: statistics that overflow (float64 ones do not for any float32
+    observation, so the guard that names them is tested with an update made to overflow)."""
+    if request.node.callspec.id == "norm":
+        update = RunningNorm.update
+
+        def overflowing(self, x):
+            update(self, x)
+            if x.abs().max() > 1e29:
+                self.m2.fill_(math.inf)
+
+        monkeypatch.setattr(RunningNorm, "update", overflowing)
+
+
+def test_observations_near_float32s_limit_train_with_normalization():
+    """Squares of such values overflowed float32 statistics within a few updates."""
+    result = train(functools.partial(poisoned_goal, what="obs", scale=1e36),
+                   small_config(**{"network_settings.normalize": True}, max_steps=2000))
+    assert result.agent_steps >= 2000
+
+
+@pytest.mark.usefixtures("norm_overflow")
 @pytest.mark.parametrize("kwargs, over, exc, status, fragment", GUARD_CASES,
                          ids=["reward", "obs", "norm"])
 def test_non_finite_values_name_their_first_source(tmp_path, capsys, kwargs, over, exc,

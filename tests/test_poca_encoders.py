@@ -7,7 +7,7 @@ from envs.core import GroupSpec, ObsSpec
 from envs.goal import MLAGENTS_PARITY
 from poca.adapters import make_env
 from poca.config import MemorySettings, NetworkSettings, POCAConfig
-from poca.encoders import EntityEncoder, ImageEncoder, ObservationEncoder
+from poca.encoders import EntityEncoder, ImageEncoder, ObservationEncoder, RunningNorm
 from poca.evaluate import evaluate, load_actor
 from poca.networks import Actor, Critic
 from poca.trainer import train
@@ -114,3 +114,32 @@ def test_module_names_keep_valid_keys_and_escape_the_rest():
 
     assert _module_names(["a", "b.c", "type", "", 3, "obs_1"]) == [
         "a", "obs_1_", "obs_2", "obs_3", "obs_4", "obs_1"]
+
+
+def test_running_norm_stays_finite_and_exact_for_huge_values_and_long_runs():
+    """Observations near 1e17 (a timestamp in ns) overflowed float32 statistics after a few
+    thousand steps; a float32 count stops counting single steps past 2**24."""
+    norm = RunningNorm(2)
+    gen = torch.Generator().manual_seed(0)
+    batches = [1.7e18 + 1e17 * torch.randn(4096, 2, generator=gen) for _ in range(20)]
+    for x in batches:
+        norm.update(x)
+    # its prior is one sample of 0 with a squared deviation of 1 (as ML-Agents' normalizer)
+    everything = torch.cat([torch.zeros(1, 2)] + batches).double()
+    mean = everything.mean(0)
+    assert torch.isfinite(norm.m2).all()
+    torch.testing.assert_close(norm.mean, mean, rtol=1e-9, atol=0)
+    torch.testing.assert_close(norm.m2, ((everything - mean) ** 2).sum(0) + 1, rtol=1e-9, atol=0)
+    out = norm(batches[0][:3])
+    assert out.dtype == torch.float32 and torch.isfinite(out).all()
+    norm.count.fill_(2**24)
+    norm.update(torch.zeros(1, 2))
+    assert norm.count.item() == 2**24 + 1
+
+
+def test_running_norm_loads_float32_statistics_of_earlier_checkpoints():
+    old = {"count": torch.tensor(5.0), "mean": torch.tensor([1.0, 2.0]),
+           "m2": torch.tensor([3.0, 4.0])}
+    norm = RunningNorm(2)
+    norm.load_state_dict(old)
+    assert norm.mean.dtype == torch.float64 and norm.mean.tolist() == [1.0, 2.0]
