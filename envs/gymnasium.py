@@ -198,7 +198,7 @@ class GroupVectorEnv(VectorEnv):
             self.core.spec = dataclasses.replace(self.core.spec, max_steps=limit)
         # steps into each episode: a group that terminates on the limit's step is reported
         # truncated too, as TimeLimit does (the core's own limit gives way to termination)
-        self._limit = max_episode_steps and self.core.spec.max_steps
+        self._limit = max_episode_steps
         self._elapsed = np.zeros(self.core.num_envs, dtype=np.int64)
         self.num_envs = self.core.num_envs
         self.render_mode = render_mode

@@ -443,11 +443,12 @@ class ParallelEnvGroup(GroupEnv):
                     raise ValueError(f"{where}: agent {name!r} is not in the episode (it did not "
                                      f"act and is not in agents) but has reward {rew[name]}: it "
                                      "would be lost; pay it to an agent that is in the episode")
-            team = float(group_reward[e]) + float(reward[e].sum(dtype=np.float64))
-            if abs(team) > FLOAT32_MAX:  # each reward is in range, their sum is not
-                raise ValueError(f"{where}: the step's rewards add up to {team:.3g}, beyond "
-                                 "float32's range (the team reward POCA learns from); scale "
-                                 "them down")
+            with np.errstate(over="ignore", invalid="ignore"):  # in float32, in the order
+                team = group_reward[e] + reward[e].sum()  # of poca.rollout.team_reward
+            if not np.isfinite(team):  # each reward is in range, their sum is not
+                raise ValueError(f"{where}: the step's rewards add up beyond float32's range "
+                                 f"(the team reward POCA learns from): {reward[e].tolist()} "
+                                 f"and group reward {float(group_reward[e])}; scale them down")
         return reward, group_reward, terminated, truncated
 
     def _observe(self, rows=slice(None)):

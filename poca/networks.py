@@ -224,7 +224,8 @@ class Critic(nn.Module):
             one = self.head.bias.new_ones(())
             return one - 1, one
         dtype = self.head.bias.dtype  # the statistics are float64 (see RunningNorm)
-        return self.returns.mean[0].to(dtype), self.returns.std()[0].clamp(min=0.1).to(dtype)
+        return (self.returns.mean[0].to(dtype, copy=True),  # a copy: the update moves it
+                self.returns.std()[0].clamp(min=0.1).to(dtype))
 
     def update_return_stats(self, returns: Tensor, alive: Tensor) -> None:
         """Add the `returns` of alive agents to the running statistics (no-op without

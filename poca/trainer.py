@@ -550,9 +550,9 @@ class _MetricsWriter:
                "mean_team_return": mean_of_last(trainer.team_log),
                "agent_steps_per_s": self._rate(trainer),
                "wall_s": self.wall_before + time.perf_counter() - self.start, **stats}
-        # a mean of nothing (no episode has ended yet) does not exist: an empty cell, no point
-        row = {name: "" if isinstance(number, float) and math.isnan(number) else number
-               for name, number in row.items()}
+        for name in ("mean_group_return", "mean_team_return"):  # before any episode ended:
+            if math.isnan(row[name]):  # a mean of nothing does not exist, an empty cell
+                row[name] = ""
         if self.csv is not None:
             self.csv.writerow(row)
             self.file.flush()

@@ -180,6 +180,17 @@ def test_normalize_value_reads_the_head_in_units_of_the_returns_seen(critic):
     assert torch.allclose(net(obs, cont, disc, alive)[1], expected_baseline, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_return_stats_are_a_copy_that_the_next_update_leaves_alone(dtype):
+    """The update reads the old units, adds the returns, then reads the new ones: the old must
+    not follow (the statistics are float64, so a float64 head got the buffer itself)."""
+    net = Critic(spec(), NetworkSettings(hidden_units=16, normalize_value=True)).to(dtype)
+    old_mean, old_std = net.return_stats()
+    net.update_return_stats(torch.full((64, 3), 50.0, dtype=dtype), torch.ones(64, 3, dtype=bool))
+    assert (old_mean.item(), old_std.item()) == (0.0, 1.0)
+    assert net.return_stats()[0].item() > 40 and old_mean.dtype == dtype
+
+
 @pytest.mark.parametrize("normalize_value", [True, False])
 def test_normalize_value_makes_the_critic_follow_the_reward_scale(normalize_value):
     """One update on rewards x1 and x100 from the same start: in return units the critic's

@@ -532,14 +532,16 @@ def test_make_vec_terminating_on_the_limits_step_is_truncated_too_as_with_time_l
     """A group that terminates on the step max_episode_steps ends is flagged terminated and
     truncated, as TimeLimit (gymnasium.make) and the sync vectorizer flag it."""
     up = np.ones((1, 2, 1), np.int64)  # both agents walk to their edge: done on step 5
-    flags = {}
-    for mode in ("vector_entry_point", "sync"):
-        vec = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=1, vectorization_mode=mode,
-                                 max_episode_steps=5)
-        vec.reset(seed=0)
-        flags[mode] = [tuple(bool(x[0]) for x in vec.step(up)[2:4]) for _ in range(7)]
-    assert flags["vector_entry_point"] == flags["sync"]
-    assert flags["sync"][4] == (True, True)
+    for limit, kwargs, flagged in [(5, {}, (True, True)),
+                                   (10, {"max_steps": 5}, (True, False))]:  # the task's own end
+        flags = {}
+        for mode in ("vector_entry_point", "sync"):
+            vec = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=1, vectorization_mode=mode,
+                                     max_episode_steps=limit, **kwargs)
+            vec.reset(seed=0)
+            flags[mode] = [tuple(bool(x[0]) for x in vec.step(up)[2:4]) for _ in range(7)]
+        assert flags["vector_entry_point"] == flags["sync"]
+        assert flags["sync"][4] == flagged
     env = gymnasium.make("groupenvs/Goal-v0", max_episode_steps=5)
     env.reset(seed=0)
     assert [env.step(up[0])[2:4] for _ in range(5)][-1] == (True, True)
