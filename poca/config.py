@@ -306,8 +306,9 @@ class POCAConfig:
                    "reward_signals.extrinsic.strength": (strength, 0, 1e6)}
         for name, (value, low, high) in bounded.items():
             if not (math.isfinite(value) and low <= value <= high):
-                raise ValueError(f"{name} must be a finite number in [{low}, {high:g}], got "
-                                 f"{value!r}")
+                opening = "(" if name in positive else "["  # those are > 0 (checked above)
+                raise ValueError(f"{name} must be a finite number in {opening}{low}, {high:g}], "
+                                 f"got {value!r}")
         if not SEED_RANGE[0] <= self.seed <= SEED_RANGE[1]:
             raise ValueError(f"seed must be in [{SEED_RANGE[0]}, {SEED_RANGE[1]}], got "
                              f"{self.seed}")

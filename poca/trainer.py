@@ -203,6 +203,7 @@ class Trainer:
                 starting(self)
             writer = _MetricsWriter(folder, self.progress, cfg.max_steps, self.agent_steps)
             start, interrupted, diverged, safe = time.perf_counter(), False, False, None
+            row = None  # the last update's metrics row, until written
             saved_time = time.monotonic()
             next_summary = (self.agent_steps // cfg.summary_freq + 1) * cfg.summary_freq
             try:
@@ -224,8 +225,10 @@ class Trainer:
                     safe = None  # the live state is whole again
                     guards.warn_reward_scale(self, stats)
                     writer.progress(self, stats)
+                    row = writer.row(self, stats)  # of the state a checkpoint now would hold
                     if self.agent_steps >= next_summary or self.agent_steps >= cfg.max_steps:
-                        writer.summary(self, stats)
+                        writer.write(row)
+                        row = None
                         next_summary = ((self.agent_steps // cfg.summary_freq + 1)
                                         * cfg.summary_freq)
                     if folder is not None and (
@@ -243,6 +246,8 @@ class Trainer:
                 diverged = True
                 raise
             finally:
+                if row is not None and not diverged:  # a run stopped between summaries ends
+                    writer.write(row)  # with the row of the state it saves, as a finished one
                 writer.close()
                 if folder is not None and not diverged:
                     with signals.held(then_raise=False):  # a second Ctrl-C waits for this
@@ -544,7 +549,8 @@ class _MetricsWriter:
                                   "kl": f"{stats['approx_kl']:.4f}", "ev": f"{ev:.2f}",
                                   "steps_per_s": f"{self._rate(trainer):,.0f}"})
 
-    def summary(self, trainer, stats) -> None:
+    def row(self, trainer, stats) -> dict:
+        """metrics.csv's row for the trainer's state after an update with these `stats`."""
         row = {"agent_steps": trainer.agent_steps, "episodes": trainer.episodes,
                "mean_group_return": _mean_group_return(trainer),
                "mean_team_return": mean_of_last(trainer.team_log),
@@ -553,13 +559,16 @@ class _MetricsWriter:
         for name in ("mean_group_return", "mean_team_return"):  # before any episode ended:
             if math.isnan(row[name]):  # a mean of nothing does not exist, an empty cell
                 row[name] = ""
+        return row
+
+    def write(self, row: dict) -> None:
         if self.csv is not None:
             self.csv.writerow(row)
             self.file.flush()
         if self.tb is not None:
             for name, number in row.items():
                 if name != "agent_steps" and number != "":
-                    self.tb.add_scalar(name, number, trainer.agent_steps)
+                    self.tb.add_scalar(name, number, row["agent_steps"])
 
     def close(self) -> None:
         if self.bar is not None:

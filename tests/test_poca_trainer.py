@@ -1,5 +1,6 @@
 """The trainer end to end: learning, determinism, checkpoints, guards, config and CLI."""
 
+import csv
 import json
 import re
 
@@ -115,8 +116,8 @@ def test_non_finite_parameters_stop_training_with_a_clear_message(tmp_path):
 
 
 def test_interrupt_saves_a_checkpoint_and_returns(tmp_path):
-    trainer = Trainer(make_env("Goal-v0", 4), small_config(max_steps=5000), tmp_path,
-                      progress=False)
+    trainer = Trainer(make_env("Goal-v0", 4), small_config(max_steps=5000, summary_freq=4000),
+                      tmp_path, progress=False)
     original = trainer.collect
 
     def interrupted():
@@ -127,7 +128,13 @@ def test_interrupt_saves_a_checkpoint_and_returns(tmp_path):
     trainer.collect = interrupted
     result = trainer.run()
     assert result.interrupted and result.agent_steps < 5000
-    assert checkpoint.load(tmp_path / "checkpoints" / "latest.pt")["updates"] == 2
+    saved = checkpoint.load(tmp_path / "checkpoints" / "latest.pt")
+    assert saved["updates"] == 2
+    # metrics.csv ends with the row of the state saved, as a finished run's does, also when
+    # the stop falls between two summaries
+    with open(tmp_path / "metrics.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert [int(row["agent_steps"]) for row in rows][-1] == saved["agent_steps"]
 
 
 @pytest.mark.parametrize("hyperparameters, constant", [
