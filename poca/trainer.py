@@ -227,8 +227,8 @@ class Trainer:
                     writer.progress(self, stats)
                     row = writer.row(self, stats)  # of the state a checkpoint now would hold
                     if self.agent_steps >= next_summary or self.agent_steps >= cfg.max_steps:
-                        writer.write(row)
-                        row = None
+                        due, row = row, None  # first: a stop while it is written (TensorBoard
+                        writer.write(due)  # takes a while) must not write it again at the end
                         next_summary = ((self.agent_steps // cfg.summary_freq + 1)
                                         * cfg.summary_freq)
                     if folder is not None and (
