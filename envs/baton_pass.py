@@ -38,8 +38,10 @@ class BatonPassGroup(grid.GridGroup):
     float32 vector per agent: an egocentric `(2 r + 1) x (2 r + 1)` window (`r = view_radius`,
     default 3) centred on the agent, 6 layers per cell (cells row by row, each cell's layers
     together): wall (1 off the court), agents (living agents there, including the viewer at the
-    centre, divided by `max_agents`), the food (while it is there), the button when ready, the
-    button when used up, the exits; then 2 own features: it can still eat, it can still press.
+    centre, divided by `max_agents`; an agent's final observation, once it has left, no longer
+    counts it), the food (while it is there), the button when ready, the button when used up,
+    the exits; then 2 own features: it can still eat, it can still press (it has not pressed,
+    and a slot is left to bring in).
 
     ## Rewards
     Group reward +1 per meal, and `-living_cost` for every living agent every step (counted before
@@ -56,7 +58,8 @@ class BatonPassGroup(grid.GridGroup):
     eats (the lowest index if several); then one agent on the ready button presses it and the new
     agent appears. The episode terminates for every living agent once none of them can still eat
     or press (the last slot has eaten, or everyone left is spent), and when no agent is left.
-    After `max_steps` the living agents are truncated.
+    After `max_steps` the living agents are truncated. (The paper's version interrupts the
+    episode at its food cap; here nothing can be earned after the last meal, so it ends.)
 
     ## Arguments
     >>> import gymnasium, envs
@@ -161,7 +164,10 @@ class BatonPassGroup(grid.GridGroup):
 
     def _observe(self, rows=slice(None)):
         ids = self.env_ids[rows]
-        extras = np.stack([self.can_eat[ids], self.can_press[ids]], axis=2)
+        # it can still press: it has not pressed, and a slot is left to bring in (the last
+        # agent, and any left unpressed once every slot has joined, cannot)
+        can_press = self.can_press[ids] & (self.joined[ids] < self.max_agents)[:, None]
+        extras = np.stack([self.can_eat[ids], can_press], axis=2)
         return self._window_obs(rows, self.agent_pos[ids], extras)
 
     def _paint(self, ids, layers):

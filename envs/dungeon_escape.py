@@ -24,7 +24,8 @@ class DungeonEscapeGroup(grid.GridGroup):
     A `size x size` dungeon holds `num_agents` agents, a door, a portal and a key dragon that
     carries the key and walks toward the portal, one cell every `dragon_period` steps. An agent
     that touches a dragon (they share a cell) dies: it leaves the episode for good. If that was
-    the key dragon, the dragon vanishes too and drops the key on its cell. A surviving agent that
+    the key dragon, the dragon vanishes too and drops the key on its cell. The portal is a hazard
+    as well: an agent that steps on it dies (as in ML-Agents' version). A surviving agent that
     picks up the key (steps on it) and carries it to the door wins for the group. So the group can
     only win if one of its agents dies on purpose, and that agent's only credit for the win is the
     group reward that comes after it has gone. `num_dragons` > 1 adds dragons without a key that
@@ -39,7 +40,8 @@ class DungeonEscapeGroup(grid.GridGroup):
     float32 vector per agent: an egocentric `(2 r + 1) x (2 r + 1)` window (`r = view_radius`,
     default 2) centred on the agent, 7 layers per cell (cells row by row, each cell's layers
     together): wall (1 off the board), agents (how many living agents stand there, including the
-    viewer at the centre, divided by `num_agents`), the key dragon, other dragons, the key on
+    viewer at the centre, divided by `num_agents`; an agent's final observation, once it has
+    died or the episode has ended, no longer counts it), the key dragon, other dragons, the key on
     the ground, the door, the portal; then 4 own features: it holds the key, a groupmate holds
     the key, and the door's offset from the agent (rows, columns) in board widths, -1..1 (the
     paper's agents see the door across the room with their ray sensors). Nothing else outside
@@ -48,8 +50,8 @@ class DungeonEscapeGroup(grid.GridGroup):
     ## Rewards
     Group reward +1 when a living agent holding the key stands on the door; nothing else (no
     individual rewards). Maximum return 1: the scripted `reference_policy` gets it in every episode
-    with the defaults (in 12 steps on average), a random policy about 0.04 (the first episode of
-    1000 envs, seed 0). Hard variant: scripted about 0.98, random about 0.002.
+    with the defaults (in 12 steps on average), a random policy about 0.045 (the first episode of
+    1000 envs, seed 0). Hard variant: scripted about 0.98, random about 0.003.
 
     ## Starting State
     The key dragon starts in a corner and its portal is in the opposite corner, the door in a third
@@ -57,10 +59,11 @@ class DungeonEscapeGroup(grid.GridGroup):
     a random multiple of 90 degrees. Agents start on distinct random free cells.
 
     ## Episode End
-    Each step: the living agents move; agents on a dragon's cell die (a slain key dragon drops the
-    key); on every `dragon_period`-th step the dragons move (the key dragon toward its portal,
-    chasers toward the nearest living agent) and agents they walk onto die the same way; a living
-    agent on the key picks it up (the lowest index if several); the key holder on the door wins.
+    Each step: the living agents move; agents on a dragon's cell or on the portal die (a slain
+    key dragon drops the key); on every `dragon_period`-th step the dragons move (the key dragon
+    toward its portal, chasers toward the nearest living agent) and agents they walk onto die
+    the same way; a living agent on the key picks it up (the lowest index if several); the key
+    holder on the door wins.
     The episode terminates (every living agent at once) with the win, when the key dragon reaches
     the portal (it escapes: 0), when the key holder dies (the key is lost: 0), or when every agent
     is dead. After `max_steps` the living agents are truncated.
@@ -159,10 +162,12 @@ class DungeonEscapeGroup(grid.GridGroup):
         return np.zeros((E, A), np.float32), won.astype(np.float32), terminated, no_truncation
 
     def _touch(self, terminated):
-        """Agents sharing a cell with a dragon die; a slain key dragon drops the key."""
+        """Agents sharing a cell with a dragon, or standing on the portal, die; a slain key dragon
+        drops the key."""
         same = (self.agent_pos[:, :, None] == self.dragon_pos[:, None]).all(-1)  # [E, A, D]
         contact = same & self.alive[:, :, None] & self.dragon_on[:, None]
-        dies = contact.any(2)
+        on_portal = self.alive & (self.agent_pos == self.portal[:, None]).all(-1)
+        dies = contact.any(2) | on_portal
         if not dies.any():
             return
         slain = contact[:, :, 0].any(1)  # the key dragon
@@ -218,8 +223,8 @@ class DungeonEscapeGroup(grid.GridGroup):
         """A scripted group: the agent nearest the key dragon runs into it, the others wait;
         once the key is down the nearest survivor fetches it and carries it to the door.
 
-        Chasing dragons and the cells next to them are avoided. With the defaults the group
-        wins every episode (return 1).
+        The portal, chasing dragons and the cells next to them are avoided. With the defaults
+        the group wins every episode (return 1).
         """
         E, N = self.num_envs, self.size
         rows = np.arange(E)
@@ -233,6 +238,7 @@ class DungeonEscapeGroup(grid.GridGroup):
         chosen = np.where(self.key_state == HELD_BY_AGENT, self.holder, chosen)
         target[rows, chosen] = goal
         blocked = np.zeros((E, 1, N, N), bool)
+        blocked[rows, 0, self.portal[:, 0], self.portal[:, 1]] = True  # the portal kills
         if self.num_dragons > 1:
             near = self.dragon_pos[:, 1:, None] + grid.MOVES  # [E, D - 1, 5, 2]
             inside = ((near >= 0) & (near < N)).all(-1) & self.dragon_on[:, 1:, None]

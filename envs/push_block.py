@@ -34,7 +34,8 @@ class PushBlockGroup(grid.GridGroup):
     float32 vector per agent: an egocentric `(2 r + 1) x (2 r + 1)` window (`r = view_radius`,
     default 3) centred on the agent, 6 layers per cell (cells row by row, each cell's layers
     together): wall (1 off the board), agents (how many stand there, including the viewer at the
-    centre, divided by `num_agents`), blocks of weight 1, 2 and 3, and the goal row.
+    centre, divided by `num_agents`; the final observation of an episode that terminated counts
+    none, as the agents have left), blocks of weight 1, 2 and 3, and the goal row.
 
     ## Rewards
     Group reward: a block's weight when it is scored, and `-time_penalty` every step. No

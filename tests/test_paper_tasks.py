@@ -333,6 +333,19 @@ def test_dungeon_escape_rules():
     np.testing.assert_array_equal(s.terminated[0], [True, False, False])
     assert env.key_state[0] == 1
 
+    env.reset(seed=0)  # the portal kills an agent that steps on it (ML-Agents' TouchedHazard)
+    env.dragon_pos[0, 0], env.portal[0] = [0, 0], [5, 5]
+    env.agent_pos[0] = [[5, 4], [3, 3], [2, 4]]
+    s = step_one(env, R, S, S)
+    np.testing.assert_array_equal(s.terminated[0], [True, False, False])
+    assert not s.group_done[0] and env.dragon_on[0, 0]  # the others go on
+    env.key_state[0], env.holder[0], env.dragon_on[0, 0] = 2, 1, False
+    env.agent_pos[0, 1] = [4, 5]
+    env.key_pos[0] = env.agent_pos[0, 1]
+    s = step_one(env, S, grid.DOWN, S)  # with the key: the key is lost, and the game
+    assert s.group_done[0] and s.group_reward[0] == 0
+    np.testing.assert_array_equal(s.terminated[0], [False, True, True])
+
 
 def test_dungeon_escape_chasers_hunt_and_a_dead_key_holder_loses_the_key():
     S = grid.STAY
@@ -376,6 +389,7 @@ def test_baton_pass_rules():
     env.agent_pos[0, 1] = [3, 4]
     s = step_one(env, S, R, S)  # agent 1 brings in agent 2, the last slot
     np.testing.assert_array_equal(s.alive[0], [False, True, True])
+    assert s.obs[0][0, 2, -2:].tolist() == [1, 0]  # it can eat; there is nobody left to bring
     env.agent_pos[0, 2] = [3, 2]
     s = step_one(env, S, S, L)  # agent 2 eats; nobody can do anything more: the group ends
     assert s.group_done[0] and s.group_reward[0] == pytest.approx(1 - 0.2)
