@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 import torch
 
+from poca import trainer as trainer_module
 from poca.adapters import make_env
 from poca.config import POCAConfig
-from poca.loss import explained_variance, policy_diagnostics
+from poca.loss import explained_variance, policy_diagnostics, policy_loss
+from poca.rollout import lambda_returns
 from poca.trainer import Trainer, train
 
 MEMORY = {"network_settings.memory": {"memory_size": 16, "sequence_length": 8}}
@@ -124,6 +126,64 @@ def test_update_reports_step_means_of_losses_and_diagnostics_over_every_sample(
     assert stats["policy_loss"] == pytest.approx(np.mean(policy_losses), rel=1e-5)
     assert len(policy_losses) <= epochs * max(1, ro.agent_steps // batch_size)
     assert diagnosed == [epochs * int(ro.alive.sum())]  # once, over every sample of the update
+
+
+def test_the_surrogate_gets_the_rollouts_log_probs_normalized_advantages_and_alive(monkeypatch):
+    """Over an epoch (its minibatches partition the rollout), the clipped surrogate sees the
+    log-probs the actions were sampled with, the advantages normalized over the entries of
+    agents in the episode (mean 0, std 1 there), and the alive mask that leaves the others
+    out."""
+    trainer = _trainer("Goal-v0", overrides={"hyperparameters.num_epoch": 2})
+    seen = []
+
+    def spy(log_prob, old_log_prob, advantage, alive, epsilon):
+        seen.append((old_log_prob.clone(), advantage.clone(), alive.clone()))
+        return policy_loss(log_prob, old_log_prob, advantage, alive, epsilon)
+
+    monkeypatch.setattr(trainer_module, "policy_loss", spy)
+    ro = trainer.collect()
+    assert 0 < ro.alive.sum() < ro.alive.numel()  # agents that left: entries to leave out
+    trainer.update(ro)
+    epoch = seen[: len(seen) // 2]
+    old, advantage, alive = (torch.cat([part[i].flatten(0, 1) for part in epoch])
+                             for i in range(3))
+    assert int(alive.sum()) == int(ro.alive.sum()) and not alive.all()
+    torch.testing.assert_close(old[alive].flatten().sort().values,
+                               ro.log_prob[ro.alive].flatten().sort().values)
+    assert abs(float(advantage[alive].mean())) < 1e-5
+    assert float(advantage[alive].std(unbiased=False)) == pytest.approx(1, abs=1e-4)
+
+
+def test_returns_use_the_configured_gamma_and_lambda(monkeypatch):
+    trainer = _trainer("Goal-v0", overrides={"reward_signals.extrinsic.gamma": 0.9,
+                                             "hyperparameters.lambd": 0.3})
+    used = []
+
+    def spy(reward, value, bootstrap, alive, group_done, gamma, lambd, horizon):
+        used.append((gamma, lambd, horizon))
+        return lambda_returns(reward, value, bootstrap, alive, group_done, gamma, lambd,
+                              horizon)
+
+    monkeypatch.setattr(trainer_module, "lambda_returns", spy)
+    trainer.update(trainer.collect())
+    assert used == [(0.9, 0.3, trainer.config.time_horizon)]
+
+
+def test_the_entropy_bonus_makes_the_policy_broader():
+    """With beta at its largest the update raises the policy's entropy (a sign slip in the
+    joint loss lowers it)."""
+    trainer = _trainer("Goal-v0", {"action_sizes": (1, 0)},
+                       {"hyperparameters.beta": 1.0, "hyperparameters.beta_schedule": "constant"})
+    ro = trainer.collect()
+
+    def entropy():
+        with torch.no_grad():
+            dist, _ = trainer.actor(ro.obs, ro.action_mask)
+            return float(dist.entropy()[ro.alive].mean())
+
+    before = entropy()
+    trainer.update(ro)
+    assert entropy() > before + 0.01
 
 
 def test_policy_diagnostics_values():
