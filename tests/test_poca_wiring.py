@@ -154,6 +154,18 @@ def test_the_surrogate_gets_the_rollouts_log_probs_normalized_advantages_and_ali
     assert float(advantage[alive].std(unbiased=False)) == pytest.approx(1, abs=1e-4)
 
 
+def test_the_stored_log_probs_are_those_of_the_stored_actions():
+    """The update's ratio starts at exactly 1: the rollout keeps the actions the policy sampled
+    (not, say, the clipped ones the env got) with their log-probs."""
+    trainer = _trainer("Goal-v0", {"action_sizes": (1, 1)})
+    ro = trainer.collect()
+    with torch.no_grad():
+        dist, _ = trainer.actor(ro.obs, ro.action_mask)
+        torch.testing.assert_close(dist.log_prob(ro.cont, ro.disc)[ro.alive],
+                                   ro.log_prob[ro.alive])
+    assert (ro.cont[ro.alive].abs() > 1).any()  # some beyond what the env is given
+
+
 def test_returns_use_the_configured_gamma_and_lambda(monkeypatch):
     trainer = _trainer("Goal-v0", overrides={"reward_signals.extrinsic.gamma": 0.9,
                                              "hyperparameters.lambd": 0.3})
