@@ -213,7 +213,8 @@ class BatonPassGroup(grid.GridGroup):
         present = (np.arange(self.max_agents) < snap["joined"]) & ~snap["left"]
         for a in np.flatnonzero(present):  # alive, or still there when the episode ended
             x, y = corner(*snap["agent_pos"][a])
-            useful = snap["can_eat"][a] or snap["can_press"][a]
+            useful = snap["can_eat"][a] or (snap["can_press"][a]
+                                             and snap["joined"] < self.max_agents)
             centre = (x + cell // 2 + 3 * (a % 3 - 1), y + cell // 2 + 3 * (a // 3 % 3 - 1))
             pygame.draw.circle(surface, render.ACTING if useful else _SPENT, centre, cell // 3)
             render.text(pygame, surface, str(a), (centre[0] - 4, centre[1] - 6), 20)

@@ -222,13 +222,16 @@ class Trainer:
                     source = guards.non_finite_tensor(self.actor, self.critic)
                     if source is not None:
                         raise TrainingDiverged(self._diverged_message(source))
-                    safe = None  # the live state is whole again
+                    update_row = writer.row(self, stats)
+                    # the live state is whole again, and this is its metrics row: both set in
+                    # one statement, so that a stop saves and logs the same state
+                    safe, row = None, update_row
                     guards.warn_reward_scale(self, stats)
                     writer.progress(self, stats)
-                    row = writer.row(self, stats)  # of the state a checkpoint now would hold
                     if self.agent_steps >= next_summary or self.agent_steps >= cfg.max_steps:
-                        due, row = row, None  # first: a stop while it is written (TensorBoard
-                        writer.write(due)  # takes a while) must not write it again at the end
+                        with signals.held():  # a stop waits for the row (TensorBoard's too)
+                            writer.write(row)
+                            row = None
                         next_summary = ((self.agent_steps // cfg.summary_freq + 1)
                                         * cfg.summary_freq)
                     if folder is not None and (
@@ -246,14 +249,14 @@ class Trainer:
                 diverged = True
                 raise
             finally:
-                if row is not None and not diverged:  # a run stopped between summaries ends
-                    writer.write(row)  # with the row of the state it saves, as a finished one
-                writer.close()
-                if folder is not None and not diverged:
-                    with signals.held(then_raise=False):  # a second Ctrl-C waits for this
-                        if safe is not None or self._saved_at != self.agent_steps \
-                                or self.last_checkpoint is None:
-                            checkpoint.save_trainer(self, safe)
+                try:  # a run stopped between summaries ends with the row of the state it saves
+                    writer.close(last_row=None if diverged else row)
+                finally:  # saved even when the metrics cannot be written (a full disk)
+                    if folder is not None and not diverged:
+                        with signals.held(then_raise=False):  # a second Ctrl-C waits for this
+                            if safe is not None or self._saved_at != self.agent_steps \
+                                    or self.last_checkpoint is None:
+                                checkpoint.save_trainer(self, safe)
         done = safe or {"agent_steps": self.agent_steps, "episodes": self.episodes,
                         "episode_log": self.episode_log, "team_log": self.team_log}
         return TrainResult(agent_steps=done["agent_steps"], episodes=done["episodes"],
@@ -570,7 +573,15 @@ class _MetricsWriter:
                 if name != "agent_steps" and number != "":
                     self.tb.add_scalar(name, number, row["agent_steps"])
 
-    def close(self) -> None:
+    def close(self, last_row: dict | None = None) -> None:
+        """Write `last_row` (if any), then close the outputs, also when that write fails."""
+        try:
+            if last_row is not None:
+                self.write(last_row)
+        finally:
+            self._close()
+
+    def _close(self) -> None:
         if self.bar is not None:
             self.bar.close()
         if self.csv is not None:

@@ -137,6 +137,58 @@ def test_interrupt_saves_a_checkpoint_and_returns(tmp_path):
     assert [int(row["agent_steps"]) for row in rows][-1] == saved["agent_steps"]
 
 
+@pytest.mark.parametrize("where", ["warn_reward_scale", "progress", "row", "collect"])
+def test_a_stop_anywhere_in_the_loop_logs_the_state_it_saves(tmp_path, monkeypatch, where):
+    """Wherever the loop is when Ctrl-C lands, metrics.csv's last row is the state saved."""
+    from poca import guards
+    from poca import trainer as trainer_module
+
+    trainer = Trainer(make_env("Goal-v0", 4), small_config(max_steps=5000, summary_freq=4000),
+                      tmp_path, progress=False)
+    owner, name = {"warn_reward_scale": (guards, "warn_reward_scale"),
+                   "progress": (trainer_module._MetricsWriter, "progress"),
+                   "row": (trainer_module._MetricsWriter, "row"),
+                   "collect": (trainer, "collect")}[where]
+    original, calls = getattr(owner, name), [0]
+
+    def stopped(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == 3:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, stopped)
+    assert trainer.run().interrupted
+    saved = checkpoint.load(tmp_path / "checkpoints" / "latest.pt")
+    with open(tmp_path / "metrics.csv") as file:
+        assert int(list(csv.DictReader(file))[-1]["agent_steps"]) == saved["agent_steps"]
+
+
+def test_metrics_that_cannot_be_written_at_a_stop_do_not_stop_the_save(tmp_path, monkeypatch):
+    """A full disk when the last metrics row is written: the checkpoint is still saved (and
+    the error is raised, not hidden)."""
+    from poca import trainer as trainer_module
+
+    trainer = Trainer(make_env("Goal-v0", 4), small_config(
+        max_steps=5000, summary_freq=4000, checkpoint_interval=100_000), tmp_path,
+        progress=False)
+    original = trainer.collect
+
+    def collect():
+        if trainer.updates == 3:
+            raise KeyboardInterrupt
+        return original()
+
+    def full_disk(self, row):
+        raise OSError(28, "No space left on device")
+
+    trainer.collect = collect
+    monkeypatch.setattr(trainer_module._MetricsWriter, "write", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        trainer.run()
+    assert checkpoint.load(tmp_path / "checkpoints" / "latest.pt")["updates"] == 3
+
+
 @pytest.mark.parametrize("hyperparameters, constant", [
     ({}, True),  # the default learning rate is constant
     ({"learning_rate_schedule": "linear"}, False),

@@ -61,19 +61,19 @@ def test_ray_compare_gives_the_local_records(tmp_path):
 def test_a_ctrl_c_inside_a_ray_task_stops_the_sweep_as_a_keyboard_interrupt(tmp_path):
     """Ray hands a task's KeyboardInterrupt back as TaskCancelledError; map_runs raises it as
     the KeyboardInterrupt it was (compare's Ctrl-C path), after passing on finished runs."""
-    # in order, however slowly Ray starts its workers: b finishes, then a is interrupted while
-    # c (5 s, which starts when b ends) is still going
+    # in order, however slowly Ray starts its workers and whichever it starts first: b
+    # finishes, then a is interrupted while c (5 s from b's end) is still going
     marker = tmp_path / "b.done"
     (tmp_path / "runs.py").write_text(
         "import os\nimport time\n\n\ndef run(name, seconds, interrupt):\n"
-        f"    while interrupt and not os.path.exists({str(marker)!r}):\n"
+        f"    while name != 'b' and not os.path.exists({str(marker)!r}):\n"
         "        time.sleep(0.05)\n"
         "    time.sleep(seconds)\n"
         "    if interrupt:\n        raise KeyboardInterrupt(name)\n"
         f"    if name == 'b':\n        open({str(marker)!r}, 'w').close()\n"
         "    return name\n")
     script = (
-        "import ray, runs\nfrom poca.sweep import map_runs\nray.init(num_cpus=2)\ndone = []\n"
+        "import ray, runs\nfrom poca.sweep import map_runs\nray.init(num_cpus=3)\ndone = []\n"
         "try:\n    map_runs(runs.run, [('a', 0.5, True), ('b', 0.1, False), ('c', 5, False)], "
         "ray_address='', done=done.append)\nexcept KeyboardInterrupt:\n"
         "    print('interrupted', done)\nray.shutdown()\n")
