@@ -16,6 +16,13 @@ _FOOD, _READY, _USED, _EXIT, _SPENT = ((90, 200, 90), (240, 200, 60), (110, 100,
                                        (160, 90, 220), (130, 130, 150))
 
 
+def can_still_press(can_press, joined, max_agents: int) -> np.ndarray:
+    """bool [..., A]: agents that have not pressed the button yet where a slot is left to bring
+    in (`joined` [...]: slots taken so far); the last agent, and any left unpressed once every
+    slot has joined, cannot."""
+    return can_press & (np.asarray(joined) < max_agents)[..., None]
+
+
 class BatonPassGroup(grid.GridGroup):
     """A relay: one agent at the start, and every meal plus button press brings in the next.
 
@@ -142,9 +149,8 @@ class BatonPassGroup(grid.GridGroup):
         self.food_on &= ~ate
         self.ready |= ate
         group_reward = group_reward + ate
-        free = self.joined < A
-        pressers = self.alive & self.can_press & (self.ready & free)[:, None] & (
-            self.agent_pos == self.button[:, None]).all(2)
+        pressers = (self.alive & can_still_press(self.can_press, self.joined, A)
+                    & self.ready[:, None] & (self.agent_pos == self.button[:, None]).all(2))
         pressed = agent_any(pressers)
         if pressed.any():
             e = rows[pressed]
@@ -154,7 +160,7 @@ class BatonPassGroup(grid.GridGroup):
             self.agent_pos[e, new] = self.centre
             self.alive[e, new] = self.can_eat[e, new] = self.can_press[e, new] = True
             self.joined[e] += 1
-        useful = self.alive & (self.can_eat | (self.can_press & (self.joined < A)[:, None]))
+        useful = self.alive & (self.can_eat | can_still_press(self.can_press, self.joined, A))
         finished = ~agent_any(useful)
         terminated |= self.alive & finished[:, None]
         self.alive &= ~finished[:, None]
@@ -164,9 +170,7 @@ class BatonPassGroup(grid.GridGroup):
 
     def _observe(self, rows=slice(None)):
         ids = self.env_ids[rows]
-        # it can still press: it has not pressed, and a slot is left to bring in (the last
-        # agent, and any left unpressed once every slot has joined, cannot)
-        can_press = self.can_press[ids] & (self.joined[ids] < self.max_agents)[:, None]
+        can_press = can_still_press(self.can_press[ids], self.joined[ids], self.max_agents)
         extras = np.stack([self.can_eat[ids], can_press], axis=2)
         return self._window_obs(rows, self.agent_pos[ids], extras)
 
@@ -187,10 +191,10 @@ class BatonPassGroup(grid.GridGroup):
         With the defaults it gets the best return, 3.77, in every episode.
         """
         E, A, N = self.num_envs, self.max_agents, self.size
-        free = (self.joined < A)[:, None]
+        presses = can_still_press(self.can_press, self.joined, A)
         to_food = self.can_eat & self.food_on[:, None]
-        to_button = ~self.can_eat & self.can_press & self.ready[:, None] & free
-        spent = ~self.can_eat & ~(self.can_press & free)
+        to_button = ~self.can_eat & presses & self.ready[:, None]
+        spent = ~self.can_eat & ~presses
         gap = np.abs(self.agent_pos[:, :, None] - self.exits).sum(-1)  # [E, A, 4]
         exit_cell = self.exits[np.argmin(gap, axis=2)]
         target = np.where(to_food[..., None], self.food[:, None],
@@ -213,8 +217,8 @@ class BatonPassGroup(grid.GridGroup):
         present = (np.arange(self.max_agents) < snap["joined"]) & ~snap["left"]
         for a in np.flatnonzero(present):  # alive, or still there when the episode ended
             x, y = corner(*snap["agent_pos"][a])
-            useful = snap["can_eat"][a] or (snap["can_press"][a]
-                                             and snap["joined"] < self.max_agents)
+            useful = snap["can_eat"][a] or can_still_press(
+                snap["can_press"], snap["joined"], self.max_agents)[a]
             centre = (x + cell // 2 + 3 * (a % 3 - 1), y + cell // 2 + 3 * (a // 3 % 3 - 1))
             pygame.draw.circle(surface, render.ACTING if useful else _SPENT, centre, cell // 3)
             render.text(pygame, surface, str(a), (centre[0] - 4, centre[1] - 6), 20)

@@ -579,15 +579,12 @@ class _MetricsWriter:
             if last_row is not None:
                 self.write(last_row)
         finally:
-            self._close()
-
-    def _close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-        if self.csv is not None:
-            self.file.close()
-        if self.tb is not None:
-            self.tb.close()
+            if self.bar is not None:
+                self.bar.close()
+            if self.csv is not None:
+                self.file.close()
+            if self.tb is not None:
+                self.tb.close()
 
 
 def _check_device(device: str) -> None:
