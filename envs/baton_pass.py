@@ -65,7 +65,8 @@ class BatonPassGroup(grid.GridGroup):
     eats (the lowest index if several); then one agent on the ready button presses it and the new
     agent appears. The episode terminates for every living agent once none of them can still eat
     or press (the last slot has eaten, or everyone left is spent), and when no agent is left.
-    After `max_steps` the living agents are truncated. (The paper's version interrupts the
+    After `max_steps` the living agents are truncated, an agent that appears on that very step
+    too (it is in the final observation without having acted). (The paper's version interrupts the
     episode at its food cap; here nothing can be earned after the last meal, so it ends.)
 
     ## Arguments
@@ -176,7 +177,7 @@ class BatonPassGroup(grid.GridGroup):
 
     def _paint(self, ids, layers):
         n = len(ids)
-        grid.count(layers, 0, self.agent_pos[ids], self.alive[ids], 1.0 / self.max_agents)
+        grid.count(layers, 0, self.agent_pos[ids], self.alive[ids], self.max_agents)
         grid.paint(layers, 1, self.food[ids, None], self.food_on[ids, None])
         ready = self.ready[ids, None]
         grid.paint(layers, 2, self.button[ids, None], ready)

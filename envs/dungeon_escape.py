@@ -208,7 +208,7 @@ class DungeonEscapeGroup(grid.GridGroup):
 
     def _paint(self, ids, layers):
         n = len(ids)
-        grid.count(layers, 0, self.agent_pos[ids], self.alive[ids], 1.0 / self.max_agents)
+        grid.count(layers, 0, self.agent_pos[ids], self.alive[ids], self.max_agents)
         on = self.dragon_on[ids]
         grid.paint(layers, 1, self.dragon_pos[ids, :1], on[:, :1])
         grid.paint(layers, 2, self.dragon_pos[ids, 1:], on[:, 1:])

@@ -287,6 +287,10 @@ class GoalGroup(GroupEnv):
             board_inc = (done_f @ self._board_from_done
                          + (done_f * outcome_now) @ self._board_from_outcome)
             self.obs += board_inc.reshape(self.obs.shape)
+            # float32 sums of the 0.5 / A increments can round past 1 (1.0000001 when all 10 of
+            # 10 agents win), out of the declared Box; the fractions themselves are at most 1
+            board_cols = self.obs[:, :, self.obs_size:]
+            np.minimum(board_cols, 1.0, out=board_cols)
             board = self.obs[:, 0, self.obs_size:]
             group_reward = group_end * (board[:, 0] - board[:, 1])  # = mean outcome
             return step_cost, group_reward.astype(np.float32), done_now, self._no_limit()

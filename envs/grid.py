@@ -55,15 +55,18 @@ def paint(layers: np.ndarray, channel: int, pos: np.ndarray, mask: np.ndarray,
 
 
 def count(layers: np.ndarray, channel: int, pos: np.ndarray, mask: np.ndarray,
-          value: float = 1.0) -> None:
-    """Add `value` at `pos[e, k]` for every thing with `mask[e, k]` (several may share a cell).
+          total: int) -> None:
+    """Write at each cell the number of things there with `mask[e, k]`, divided by `total`.
 
     One vectorized add per thing index `k` (each env appears once in it, so nothing collides);
-    `np.add.at` would do it in one call but costs several times more.
+    `np.add.at` would do it in one call but costs several times more. Whole counts are added and
+    divided once, so `total` things on one cell give exactly 1.0: adding float32 `1 / total`
+    that many times can round past 1 (to 1.0000001 for 10), out of the declared Box.
     """
     rows = np.arange(len(pos))
     for k in range(pos.shape[1]):
-        layers[rows, pos[:, k, 0], pos[:, k, 1], channel] += value * mask[:, k]
+        layers[rows, pos[:, k, 0], pos[:, k, 1], channel] += mask[:, k]
+    layers[..., channel] /= total
 
 
 class Window:

@@ -146,7 +146,7 @@ class PushBlockGroup(grid.GridGroup):
         return self._window_obs(rows, self.agent_pos[ids], np.zeros((len(ids), self.max_agents, 0)))
 
     def _paint(self, ids, layers):
-        grid.count(layers, 0, self.agent_pos[ids], self.alive[ids], 1.0 / self.max_agents)
+        grid.count(layers, 0, self.agent_pos[ids], self.alive[ids], self.max_agents)
         for w in (1, 2, 3):
             grid.paint(layers, w, self.block_pos[ids], self.block_on[ids] & (self.weights == w))
         layers[:, 0, :, 4] = 1.0  # the top row

@@ -52,6 +52,17 @@ def test_group_reward_is_mean_outcome():
     assert steps[-1].group_reward[0] == pytest.approx((1 + 1 - 1) / 3)
 
 
+@pytest.mark.parametrize("num_agents", [10, 26])
+def test_scoreboard_of_a_whole_winning_group_stays_in_its_space(num_agents):
+    # float32 sums of 0.5 / A had rounded past 1 (1.0000001 for 10 agents, 1.0000004 for 26)
+    env = envs.make_group("Goal-v0", num_agents=num_agents)
+    g = env.reset(seed=0).obs[0][0, :, 0]
+    last = run(env, [[toward(goal) for goal in g]] * 5)[-1]
+    assert last.group_done[0] and last.group_reward[0] == 1.0
+    board = last.final_obs[0][0, :, 1:]
+    np.testing.assert_array_equal(board, np.tile([1.0, 0.0], (num_agents, 1)))
+
+
 def test_mlagents_mode_hand_computed_episode():
     env = envs.make_group("Goal-v0", num_agents=2, reward_mode="mlagents", shared_goal=True)
     first = env.reset(seed=5)

@@ -480,3 +480,15 @@ def test_navigate_goes_around_obstacles():
     assert moves[0, 0] in (grid.UP, grid.DOWN)  # around the wall, either way
     cut = np.ones((1, 1, 5, 5), bool)
     assert grid.navigate(pos[:, :1], np.full((1, 1, 2), [4, 4]), cut)[0, 0] == grid.STAY
+
+
+@pytest.mark.parametrize("total", [10, 14, 32])
+def test_grid_count_of_a_full_cell_is_exactly_one(total):
+    # adding float32 1 / total that many times had rounded past 1, out of the declared Box
+    layers = np.zeros((total, 2, 2, 1), np.float32)  # env n holds n + 1 things on cell (0, 0)
+    pos = np.zeros((total, total, 2), np.int64)
+    mask = np.arange(total)[None, :] <= np.arange(total)[:, None]
+    grid.count(layers, 0, pos, mask, total)
+    np.testing.assert_array_equal(layers[:, 0, 0, 0],
+                                  (np.arange(1, total + 1) / np.float32(total)).astype(np.float32))
+    assert layers[-1, 0, 0, 0] == 1.0 and layers[:, 1:].max() == 0 and layers[:, :, 1:].max() == 0
