@@ -65,7 +65,8 @@ CRITICS = {
                  "flag) until the group ends.",
     "independent": "the paper's PPO: removes the centralized critic, baseline and posthumous "
                    "credit, each agent is valued on its own observation, advantage = return - "
-                   "own value, and an agent that left bootstraps from 0.",
+                   "own value, and an agent that left bootstraps from 0 (also one truncated on its "
+                   "own while its group goes on: only a whole group's final view is kept).",
 }
 PRESETS = Path(__file__).parent / "configs"
 
