@@ -57,8 +57,10 @@ def _assignment(text: str) -> tuple[str, object]:
                                          f"{str(err).splitlines()[0]})") from None
 
 
-def settings(pairs: list[tuple[str, object]]) -> dict:
-    """--set's KEY=VALUE pairs as a dict; a key given twice is an error (the last would win
+def settings(pairs: list[tuple[str, object]], args=None,
+             flags: tuple[tuple[str, str], ...] = ()) -> dict:
+    """--set's KEY=VALUE pairs as a dict, with the `flags` given in `args` ((flag, config
+    key) pairs); a key given twice, or as a flag and with --set, is an error (the last would win
     silently)."""
     out = {}
     for key, value in pairs:
@@ -66,6 +68,12 @@ def settings(pairs: list[tuple[str, object]]) -> dict:
             raise ValueError(f"--set {key} is given twice ({out[key]!r} and {value!r}): give it "
                              "once")
         out[key] = value
+    for flag, key in flags:
+        if getattr(args, flag) is not None:
+            if key in out:
+                raise ValueError(f"both --{flag.replace('_', '-')} and --set {key}=... given; "
+                                 "give one")
+            out[key] = getattr(args, flag)
     return out
 
 
@@ -140,7 +148,8 @@ def _checkpoint_parser(sub, name: str, summary: str, episodes: int, seed: int):
     parser.add_argument("--checkpoint", type=path_argument, required=True)
     parser.add_argument("--episodes", type=int, default=episodes)
     parser.add_argument("--env-kwargs", type=_json_dict,
-                        help="default: those it was trained with")
+                        help="default: those it was trained with; given, they replace those "
+                        "whole")
     parser.add_argument("--seed", type=int, default=seed)
     parser.add_argument("--max-agents", type=int, help="default: as it was trained with")
     parser.add_argument("--max-episode-steps", type=_positive, help="truncate each episode after N "
@@ -161,9 +170,8 @@ def _play(args) -> int:
         raise ValueError("give --render human and/or --record FILE.gif (or .mp4)")
     state = checkpoint.load(args.checkpoint)
     # module:factory envs are made with render_mode="rgb_array"; copy 0 is shown
-    env = make_env(args.env_id, 1, state["env_kwargs"] if args.env_kwargs is None
-                   else args.env_kwargs, _max_agents(args, state), render_mode="rgb_array",
-                   max_episode_steps=args.max_episode_steps)
+    env = make_env(args.env_id, 1, _env_kwargs(args, state), _max_agents(args, state),
+                   render_mode="rgb_array", max_episode_steps=args.max_episode_steps)
     returns = play(load_actor(args.checkpoint, env, state), env, args.episodes, args.seed,
                    args.render, args.record)
     name, other = _scores(env.pays_group_reward)
@@ -175,6 +183,20 @@ def _play(args) -> int:
     return 0
 
 
+def _env_kwargs(args, state: dict) -> dict:
+    """--env-kwargs, or those the checkpoint was trained with. Given ones replace the trained
+    ones whole (another env takes other arguments); the trained arguments this leaves out are
+    named on stderr, so that none is dropped unseen."""
+    trained = state["env_kwargs"]
+    if args.env_kwargs is None:
+        return trained
+    left_out = {k: v for k, v in trained.items() if k not in args.env_kwargs}
+    if left_out:
+        print(f"note: --env-kwargs replaces the arguments it was trained with; not given now: "
+              f"{left_out}", file=sys.stderr)
+    return args.env_kwargs
+
+
 def _max_agents(args, state: dict) -> int | None:
     """--max-agents, or the agent slots the checkpoint was trained with."""
     return state.get("max_agents") if args.max_agents is None else args.max_agents
@@ -184,15 +206,9 @@ def _train(args) -> int:
     from poca import checkpoint
     from poca.trainer import TrainingDiverged, train
 
-    overrides = settings(args.set)
-    for flag, key in (("num_envs", "num_envs"), ("max_steps", "max_steps"), ("seed", "seed"),
-                      ("device", "device"), ("threads", "threads"),
-                      ("env_workers", "num_env_workers")):
-        if getattr(args, flag) is not None:
-            if key in overrides:
-                raise ValueError(f"both --{flag.replace('_', '-')} and --set {key}=... given; "
-                                 "give one")
-            overrides[key] = getattr(args, flag)
+    overrides = settings(args.set, args, (
+        ("num_envs", "num_envs"), ("max_steps", "max_steps"), ("seed", "seed"),
+        ("device", "device"), ("threads", "threads"), ("env_workers", "num_env_workers")))
     state, resumed_from = None, 0
     if args.resume:
         if args.run_dir is None:
@@ -273,7 +289,7 @@ def _eval(args) -> int:
     check_int("--episodes", args.episodes, 1)
     check_int("--seed", args.seed, 0, 2**32 - 1)
     state = checkpoint.load(args.checkpoint)
-    env_kwargs = state["env_kwargs"] if args.env_kwargs is None else args.env_kwargs
+    env_kwargs = _env_kwargs(args, state)
     group, team, pays_group_reward = checkpoint_returns(
         args.checkpoint, lambda n: make_env(args.env_id, n, env_kwargs, _max_agents(args, state),
                                             max_episode_steps=args.max_episode_steps),

@@ -71,7 +71,7 @@ def run(args) -> int:
     if args.threshold is not None and math.isnan(args.threshold):
         raise ValueError("--threshold must be a number, got nan")
     base = POCAConfig.load(args.config) if args.config else POCAConfig()
-    chosen = settings(args.set)
+    chosen = settings(args.set, args, (("max_steps", "max_steps"),))
     fixed = [key for key in ("critic", "seed") if key in chosen]
     if fixed:  # compare sets these itself, per run
         raise ValueError(f"--set {', '.join(fixed)}: compare trains every critic in --critics "
@@ -81,8 +81,7 @@ def run(args) -> int:
     if replaced:
         print(f"note: --config {args.config} sets {replaced}; compare replaces them with each "
               "critic in --critics and seeds 0..--seeds-1", file=sys.stderr)
-    base = base.override({**chosen, **({"max_steps": args.max_steps}
-                                               if args.max_steps is not None else {})})
+    base = base.override(chosen)
     make_env(args.env_id, 1, args.env_kwargs, args.max_agents,  # bad IDs fail here
              max_episode_steps=args.max_episode_steps).close()
     out = args.out or Path("runs") / "compare" / args.env_id.replace("/", "_").replace(

@@ -52,6 +52,8 @@ def test_compare_refuses_an_unknown_critic(tmp_path, capsys):
     (["--eval-episodes", "0"], "--eval-episodes must be >= 1, got 0"),
     (["--threshold", "nan"], "--threshold must be a number, got nan"),
     (["--set", "seed=7"], "--set seed: compare trains every critic"),
+    (["--set", "max_steps=500", "--max-steps", "3000"],  # the flag had won in silence
+     "both --max-steps and --set max_steps=... given"),
     (["--env-kwargs", '{"no_such_argument": 1}'], "no_such_argument"),
 ])
 def test_compare_refuses_bad_input_before_training(extra, message, tmp_path, capsys):

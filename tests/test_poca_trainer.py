@@ -372,6 +372,20 @@ def test_cli_train_and_eval(tmp_path, capsys):
     assert result["episodes"] == 10 and set(result) >= {"mean", "std"}
 
 
+def test_eval_names_the_trained_env_kwargs_that_given_ones_leave_out(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", "Goal-v0", "--config", "goal", "--run-dir", str(run), "--no-progress",
+                 "--max-steps", "600", "--env-kwargs", '{"num_agents": 3, "max_steps": 30}']) == 0
+    ckpt = str(run / "checkpoints" / "latest.pt")
+    capsys.readouterr()
+    assert main(["eval", "Goal-v0", "--checkpoint", ckpt, "--episodes", "2"]) == 0
+    assert "note" not in capsys.readouterr().err  # the trained ones, whole
+    # given ones replace the trained ones: the 3 agents it was trained with are not dropped unseen
+    assert main(["eval", "Goal-v0", "--checkpoint", ckpt, "--episodes", "2",
+                 "--env-kwargs", '{"max_steps": 20}']) == 0
+    assert "not given now: {'num_agents': 3}" in capsys.readouterr().err
+
+
 def test_cli_reports_bad_input(tmp_path, capsys):
     assert main(["train", "Gaol-v0", "--run-dir", str(tmp_path), "--no-progress"]) == 2
     assert "unknown task" in capsys.readouterr().err
