@@ -170,8 +170,8 @@ def summary_table(records: list[dict], baseline: dict) -> list[str]:
         base = baseline.get(case, {}).get("steps_to_threshold")
         finals = [r["final_return"] for r in rs]
         lines.append(f"{case:34s} {sum(r['passed'] for r in rs):>2d}/{len(rs):<2d} "
-                     f"{median if median is not None else '-':>19} "
-                     f"{base if base is not None else '-':>9} "
+                     f"{'-' if median is None else f'{median:,.0f}':>19} "
+                     f"{'-' if base is None else f'{base:,.0f}':>9} "
                      f"{statistics.mean(finals):+13.3f} "
                      f"{statistics.mean(r['wall_seconds'] for r in rs):7.1f} "
                      f"{statistics.mean(r['agent_steps_per_s'] for r in rs):8.0f}")
