@@ -45,6 +45,14 @@ def _components(space: spaces.Space, where: str) -> list[tuple[str, spaces.Space
                     f"{SUPPORTED}")
 
 
+def _float64_range(dtype: np.dtype) -> tuple[float, float]:
+    """The lowest and highest float64 values that an integer dtype holds (int64's highest is
+    2**63 - 1024: float64 has no 2**63 - 1)."""
+    info = np.iinfo(dtype)
+    top = float(info.max)
+    return float(info.min), top if int(top) <= info.max else float(np.nextafter(top, 0))
+
+
 def _is_image(space: spaces.Space) -> bool:
     """uint8 (H, W, C), any channel count (stacked frames too): read as an image, as ML-Agents
     reads every rank-3 observation."""
@@ -57,12 +65,12 @@ def _obs_spec(name: str, space: spaces.Space, where: str) -> ObsSpec:
     if not isinstance(space, spaces.Box):
         raise TypeError(f"{where}: unsupported observation space {_one_line(space)} under "
                         f"{name!r}; supported: {SUPPORTED}")
-    if _is_image(space):  # pixels are divided by the largest value the space allows
-        return ObsSpec(name, "image", tuple(space.shape), 0.0,
-                       float(max(1, int(np.max(space.high)))))
     if not np.prod(space.shape):
         raise ValueError(f"{where}: the observation {name!r} is empty ({space}); give it at "
                          "least one number, or leave it out")
+    if _is_image(space):  # pixels are divided by the largest value the space allows
+        return ObsSpec(name, "image", tuple(space.shape), 0.0,
+                       float(max(1, int(np.max(space.high)))))
     low = float(np.clip(np.min(space.low), -1e9, 1e9))  # bounds for the views, not the networks
     high = float(np.clip(np.max(space.high), low, 1e9))
     return ObsSpec(name, "vector", (int(np.prod(space.shape)),), low, high)
@@ -201,8 +209,11 @@ class ParallelEnvGroup(GroupEnv):
     def _action_sizes(self, where: str) -> tuple[int, tuple[int, ...]]:
         space = self.act_space
         if isinstance(space, spaces.Box):
-            if not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
-                raise ValueError(f"{where}: continuous actions need finite Box bounds, got "
+            # is_bounded, not isfinite: an integer Box keeps -inf/inf as its dtype's extremes
+            if not space.is_bounded():
+                raise ValueError(f"{where}: continuous actions need finite Box bounds (an integer "
+                                 "Box made with -inf/inf holds its dtype's extremes and is not "
+                                 "bounded), got "
                                  f"{_one_line(space)}: the policy's actions in [-1, 1] are "
                                  "scaled to them; give the action space the range the env "
                                  "accepts (in a wrapper if need be)")
@@ -222,8 +233,10 @@ class ParallelEnvGroup(GroupEnv):
             u = (cont.astype(np.float64) + 1) / 2
             low, high = space.low.reshape(-1), space.high.reshape(-1)
             scaled = (1 - u) * low + u * high
-            if space.dtype.kind in "iu":  # the nearest whole number (a cast would truncate)
-                scaled = np.rint(scaled)
+            if space.dtype.kind in "iu":  # the nearest whole number (a cast would truncate),
+                # and within what the dtype holds: float64(2**63 - 1) is 2**63, which the cast
+                # would wrap to the lowest int64
+                scaled = np.clip(np.rint(scaled), *_float64_range(space.dtype))
             scaled = scaled.astype(space.dtype)
             return np.clip(scaled, low, high).reshape(space.shape)
         if isinstance(space, spaces.Discrete):

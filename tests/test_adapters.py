@@ -2,6 +2,7 @@
 
 import dataclasses
 import functools
+import warnings
 
 import numpy as np
 import pytest
@@ -453,6 +454,33 @@ def test_integer_box_actions_are_the_nearest_whole_number():
     assert played == [0, 1, 1, 2, 2, 2, 3, 3]  # -0.2 -> 1.2, 0.0 -> 1.5 (to even: 2), 0.2 -> 1.8
 
 
+I64, U64 = np.iinfo(np.int64), np.iinfo(np.uint64)
+
+
+@pytest.mark.parametrize("low, high, dtype", [(0, I64.max, np.int64), (I64.min, I64.max, np.int64),
+                                              (0, U64.max, np.uint64)])
+def test_integer_box_actions_at_the_dtype_extremes_keep_their_order(low, high, dtype):
+    """float64(2**63 - 1) is 2**63: the cast had wrapped +1 to the lowest int64."""
+    space = spaces.Box(np.array([low, low], dtype), np.array([high, high], dtype), (2,), dtype)
+    factory = type("Extreme", (WholeNumbers,), {"action_space": lambda self, agent: space})
+    env = ParallelEnvGroup(factory, num_envs=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "invalid value encountered in cast"
+        played = [int(env._to_env_action(np.full(2, u, np.float32), None)[0])
+                  for u in (-1.0, 0.0, 0.9999, 1.0)]
+    assert played == sorted(played) and played[0] == low and high - played[-1] <= 2048
+    assert all(space.contains(np.full(2, p, dtype)) for p in played)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_an_integer_box_made_with_infinite_bounds_is_refused(dtype):
+    """Gymnasium keeps -inf/inf as the dtype's extremes, which np.isfinite let through."""
+    space = spaces.Box(-np.inf, np.inf, (2,), dtype)
+    factory = type("Unbounded", (WholeNumbers,), {"action_space": lambda self, agent: space})
+    with pytest.raises(ValueError, match="continuous actions need finite Box bounds"):
+        ParallelEnvGroup(factory, num_envs=1)
+
+
 class UndeclaredMask(Masked):
     """Masked, with the action_mask sent but left out of the Dict space."""
 
@@ -724,9 +752,10 @@ def test_masks_of_the_right_size_are_read_flat_in_any_shape_or_per_single_branch
     np.testing.assert_array_equal(step.action_mask[0, 0], [False, False, True, True, False])
 
 
-def test_an_empty_box_observation_is_one_clear_error():
-    factory = type("Empty", (Leaving,), {"observation_space": functools.cache(
-        lambda self, agent: spaces.Box(-1, 1, (0,), np.float32))})
+@pytest.mark.parametrize("space", [spaces.Box(-1, 1, (0,), np.float32),
+                                   spaces.Box(0, 255, (20, 20, 0), np.uint8)])  # had numpy's
+def test_an_empty_box_observation_is_one_clear_error(space):  # zero-size reduction error
+    factory = type("Empty", (Leaving,), {"observation_space": lambda self, agent: space})
     with pytest.raises(ValueError, match="the observation 'obs' is empty"):
         ParallelEnvGroup(factory, num_envs=1)
 
