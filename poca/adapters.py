@@ -217,6 +217,9 @@ class ParallelEnvGroup(GroupEnv):
                                  f"{_one_line(space)}: the policy's actions in [-1, 1] are "
                                  "scaled to them; give the action space the range the env "
                                  "accepts (in a wrapper if need be)")
+            if not np.prod(space.shape):
+                raise ValueError(f"{where}: the action space {_one_line(space)} is empty; an "
+                                 "agent needs at least one action")
             return int(np.prod(space.shape)), ()
         if isinstance(space, spaces.Discrete):
             return 0, (int(space.n),)

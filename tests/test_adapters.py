@@ -472,6 +472,13 @@ def test_integer_box_actions_at_the_dtype_extremes_keep_their_order(low, high, d
     assert all(space.contains(np.full(2, p, dtype)) for p in played)
 
 
+def test_an_empty_box_action_space_names_the_agent():
+    factory = type("NoAction", (WholeNumbers,), {
+        "action_space": lambda self, agent: spaces.Box(0, 1, (0,), np.float32)})
+    with pytest.raises(ValueError, match=r"a_0: the action space Box\(.*\) is empty"):
+        ParallelEnvGroup(factory, num_envs=1)
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64])
 def test_an_integer_box_made_with_infinite_bounds_is_refused(dtype):
     """Gymnasium keeps -inf/inf as the dtype's extremes, which np.isfinite let through."""
