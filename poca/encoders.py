@@ -18,6 +18,9 @@ from poca.attention import ResidualSelfAttention, entity_embedding
 MIN_IMAGE_SIZE = {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5,
                   "fully_connected": 1}
 PRESENT = 0.01  # an entity row with a smaller sum of squares is padding
+# most weights an image encoder's dense layer may hold (128 MiB of float32, before gradients and
+# Adam's two moments): match3 keeps every pixel, and on a 457x120 frame would need 969M
+MAX_DENSE_WEIGHTS = 2**25
 
 
 def _module_names(names: list) -> list[str]:
@@ -105,6 +108,13 @@ def _conv_stack(kind: str, channels: int) -> nn.Sequential:
     return nn.Sequential()  # fully_connected
 
 
+@torch.no_grad()
+def _features(convs: nn.Sequential, shape: tuple[int, int, int]) -> int:
+    """How many features `convs` leave of one (H, W, C) image."""
+    H, W, C = shape
+    return convs(torch.zeros(1, C, H, W)).numel()
+
+
 class ImageEncoder(nn.Module):
     """uint8 [B, H, W, C] -> [B, hidden]. Pixels are divided by `high`, the image's largest
     value (255 for a full-range image; 1 for a 0/1 occupancy grid, which /255 would all but
@@ -128,8 +138,15 @@ class ImageEncoder(nn.Module):
                              "(--set network_settings.vis_encode_type=NAME)")
         self.register_buffer("high", torch.tensor(float(high)), persistent=False)
         self.convs = _conv_stack(kind, C)
-        with torch.no_grad():
-            flat = self.convs(torch.zeros(1, C, H, W)).numel()
+        flat = _features(self.convs, shape)
+        if flat * hidden > MAX_DENSE_WEIGHTS:
+            fits = [k for k, m in MIN_IMAGE_SIZE.items() if k != kind and min(H, W) >= m
+                    and _features(_conv_stack(k, C), shape) * hidden <= MAX_DENSE_WEIGHTS]
+            raise ValueError(f"observation {name!r}: vis_encode_type {kind!r} leaves {flat:,} "
+                             f"features of a {H}x{W} image, a dense layer of {flat * hidden:,} "
+                             f"weights (more than {MAX_DENSE_WEIGHTS:,}: it would not fit in "
+                             f"memory, or barely); encoders that fit: {fits} "
+                             "(--set network_settings.vis_encode_type=NAME), or a smaller image")
         self.out = nn.Sequential(nn.Linear(flat, hidden),
                                  nn.ReLU() if kind == "resnet" else nn.LeakyReLU())
 

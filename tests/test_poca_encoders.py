@@ -50,6 +50,17 @@ def test_image_encoders_accept_their_minimum_size(kind, side):
             ImageEncoder((side - 1, side - 1, 3), 8, kind)
 
 
+def test_an_image_encoder_too_large_for_memory_is_refused_before_it_is_built():
+    """match3 keeps every pixel: on pistonball's 457x120 frame its dense layer would hold 969M
+    weights, and the process was killed for memory with no message."""
+    with pytest.raises(ValueError, match=r"vis_encode_type 'match3' leaves 7,566,912 features "
+                                         r"of a 457x120 image, a dense layer of 968,564,736 "
+                                         r"weights .*encoders that fit: \['simple', "
+                                         r"'nature_cnn', 'resnet', 'fully_connected'\]"):
+        ImageEncoder((457, 120, 3), 128, "match3")
+    assert ImageEncoder((84, 84, 3), 128, "fully_connected").out[0].in_features == 84 * 84 * 3
+
+
 def test_unknown_encoder_type():
     with pytest.raises(ValueError, match="vis_encode_type must be one of"):
         ImageEncoder((20, 20, 3), 8, "vit")
