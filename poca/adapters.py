@@ -202,9 +202,11 @@ class ParallelEnvGroup(GroupEnv):
                     f"({self.obs_space}, {self.act_space} vs {env.observation_space(name)}, "
                     f"{env.action_space(name)}); POCA shares one policy, so all agents need the "
                     "same observation and action spaces; agents of different kinds with Box or "
-                    "Discrete spaces can be padded to one in your factory with SuperSuit (pip "
-                    "install supersuit): return "
-                    "ss.agent_indicator_v0(ss.pad_action_space_v0(ss.pad_observations_v0(env)))")
+                    "Discrete spaces that work for one goal can be padded to one in your factory "
+                    "with SuperSuit (pip install supersuit): return "
+                    "ss.agent_indicator_v0(ss.pad_action_space_v0(ss.pad_observations_v0(env))); "
+                    "not opposing teams (e.g. mpe2 simple_tag's adversaries and prey): every "
+                    "agent learns from the sum of all rewards, and theirs cancel")
 
     def _action_sizes(self, where: str) -> tuple[int, tuple[int, ...]]:
         space = self.act_space
@@ -648,8 +650,12 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
         env_kwargs = {**env_kwargs, "render_mode": render_mode}
     probe = factory(**env_kwargs)
     if not isinstance(probe, ParallelEnv):
-        hint = (": it is an AEC env, convert it with pettingzoo.utils.conversions.aec_to_parallel "
-                "(or use its package's parallel_env())" if isinstance(probe, AECEnv) else "")
+        hint = "" if not isinstance(probe, AECEnv) else (
+            ": it is an AEC env, convert it with pettingzoo.utils.conversions.aec_to_parallel "
+            "(or use its package's parallel_env())" if probe.metadata.get("is_parallelizable")
+            else ": it is a turn-based AEC env (its metadata has no is_parallelizable), convert "
+                 "it with pettingzoo.utils.conversions.turn_based_aec_to_parallel, which masks "
+                 "every action of the agents waiting their turn")
         raise TypeError(f"{name} returned {type(probe).__name__}; expected a PettingZoo "
                         f"ParallelEnv or a GroupEnv (a callable taking num_envs){hint}")
     seen_through_adapter = ParallelEnvGroup(lambda: probe, 1, max_agents)

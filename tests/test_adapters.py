@@ -295,6 +295,7 @@ def test_mismatched_spaces_fail_naming_the_agents_and_the_way_out():
         ParallelEnvGroup(Mismatched)
     assert ("ss.agent_indicator_v0(ss.pad_action_space_v0(ss.pad_observations_v0(env)))"
             in str(err.value))
+    assert "not opposing teams" in str(err.value)  # padding them trains on the sum of rewards
 
 
 def test_mismatched_spaces_train_once_padded_as_the_error_says():
@@ -871,6 +872,14 @@ def test_an_aec_env_from_a_factory_is_pointed_to_aec_to_parallel():
     with pytest.raises(TypeError, match="it is an AEC env, convert it with .*aec_to_parallel"):
         make_env(lambda: parallel_to_aec(type("Rendered", (Leaving,), {"render_mode": None})()),
                  1)
+
+
+def test_a_turn_based_aec_env_is_pointed_to_turn_based_aec_to_parallel():
+    """aec_to_parallel refuses an env that is not parallelizable, as tictactoe is."""
+    tictactoe = pytest.importorskip("pettingzoo.classic.tictactoe_v3")
+    with pytest.raises(TypeError, match="turn-based AEC env .* convert it with pettingzoo.utils."
+                                        "conversions.turn_based_aec_to_parallel"):
+        make_env(tictactoe.env, 1)
 
 
 def test_unsupported_spaces_are_named_on_one_line():
