@@ -56,7 +56,8 @@ def paint(layers: np.ndarray, channel: int, pos: np.ndarray, mask: np.ndarray,
 
 def count(layers: np.ndarray, channel: int, pos: np.ndarray, mask: np.ndarray,
           total: int) -> None:
-    """Write at each cell the number of things there with `mask[e, k]`, divided by `total`.
+    """Write at each cell the number of things there with `mask[e, k]`, divided by `total`,
+    into a `channel` that holds zeros.
 
     One vectorized add per thing index `k` (each env appears once in it, so nothing collides);
     `np.add.at` would do it in one call but costs several times more. Whole counts are added and

@@ -211,11 +211,13 @@ class ParallelEnvGroup(GroupEnv):
     def _action_sizes(self, where: str) -> tuple[int, tuple[int, ...]]:
         space = self.act_space
         if isinstance(space, spaces.Box):
-            # is_bounded, not isfinite: an integer Box keeps -inf/inf as its dtype's extremes
-            if not space.is_bounded():
-                raise ValueError(f"{where}: continuous actions need finite Box bounds (an integer "
-                                 "Box made with -inf/inf holds its dtype's extremes and is not "
-                                 "bounded), got "
+            # is_bounded too: an integer Box keeps -inf/inf as its dtype's extremes
+            if not (space.is_bounded() and np.isfinite(space.low).all()
+                    and np.isfinite(space.high).all()):
+                integer = space.dtype.kind in "iu"
+                raise ValueError(f"{where}: continuous actions need finite Box bounds"
+                                 + (" (an integer Box made with -inf/inf holds its dtype's "
+                                    "extremes and is not bounded)" if integer else "") + ", got "
                                  f"{_one_line(space)}: the policy's actions in [-1, 1] are "
                                  "scaled to them; give the action space the range the env "
                                  "accepts (in a wrapper if need be)")
@@ -650,12 +652,15 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
         env_kwargs = {**env_kwargs, "render_mode": render_mode}
     probe = factory(**env_kwargs)
     if not isinstance(probe, ParallelEnv):
+        metadata = getattr(probe, "metadata", None)
         hint = "" if not isinstance(probe, AECEnv) else (
             ": it is an AEC env, convert it with pettingzoo.utils.conversions.aec_to_parallel "
-            "(or use its package's parallel_env())" if probe.metadata.get("is_parallelizable")
-            else ": it is a turn-based AEC env (its metadata has no is_parallelizable), convert "
-                 "it with pettingzoo.utils.conversions.turn_based_aec_to_parallel, which masks "
-                 "every action of the agents waiting their turn")
+            "(or use its package's parallel_env())"
+            if isinstance(metadata, dict) and metadata.get("is_parallelizable") else
+            ": it is an AEC env not marked is_parallelizable (turn-based), convert it with "
+            "pettingzoo.utils.conversions.turn_based_aec_to_parallel (which plays the action of "
+            "the agent whose turn it is: give the others an all-zero action_mask); a game "
+            "between opponents (tictactoe, say) sums to a team reward of 0, nothing to learn")
         raise TypeError(f"{name} returned {type(probe).__name__}; expected a PettingZoo "
                         f"ParallelEnv or a GroupEnv (a callable taking num_envs){hint}")
     seen_through_adapter = ParallelEnvGroup(lambda: probe, 1, max_agents)

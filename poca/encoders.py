@@ -18,9 +18,10 @@ from poca.attention import ResidualSelfAttention, entity_embedding
 MIN_IMAGE_SIZE = {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5,
                   "fully_connected": 1}
 PRESENT = 0.01  # an entity row with a smaller sum of squares is padding
-# most weights an image encoder's dense layer may hold (128 MiB of float32, before gradients and
-# Adam's two moments): match3 keeps every pixel, and on a 457x120 frame would need 969M
-MAX_DENSE_WEIGHTS = 2**25
+# most weights an image encoder's dense layer may hold: 1 GiB of float32, about 4 GiB in training
+# (gradients, Adam's two moments), in the actor and again in the critic. match3 keeps every pixel
+# and on a 457x120 frame would need 969M; 84x84 at 128 hidden units needs 118M
+MAX_DENSE_WEIGHTS = 2**28
 
 
 def _module_names(names: list) -> list[str]:
@@ -142,11 +143,14 @@ class ImageEncoder(nn.Module):
         if flat * hidden > MAX_DENSE_WEIGHTS:
             fits = [k for k, m in MIN_IMAGE_SIZE.items() if k != kind and min(H, W) >= m
                     and _features(_conv_stack(k, C), shape) * hidden <= MAX_DENSE_WEIGHTS]
+            weights = flat * hidden
             raise ValueError(f"observation {name!r}: vis_encode_type {kind!r} leaves {flat:,} "
-                             f"features of a {H}x{W} image, a dense layer of {flat * hidden:,} "
-                             f"weights (more than {MAX_DENSE_WEIGHTS:,}: it would not fit in "
-                             f"memory, or barely); encoders that fit: {fits} "
-                             "(--set network_settings.vis_encode_type=NAME), or a smaller image")
+                             f"features of a {H}x{W} image, a dense layer of {weights:,} weights "
+                             f"({weights * 4 / 2**30:.1f} GiB of float32, about 4x that in "
+                             "training, in the actor and again in the critic; more than "
+                             f"{MAX_DENSE_WEIGHTS:,} are refused); encoders that fit: {fits} "
+                             "(--set network_settings.vis_encode_type=NAME), fewer hidden_units, "
+                             "or a smaller image")
         self.out = nn.Sequential(nn.Linear(flat, hidden),
                                  nn.ReLU() if kind == "resnet" else nn.LeakyReLU())
 

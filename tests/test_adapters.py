@@ -485,7 +485,16 @@ def test_an_integer_box_made_with_infinite_bounds_is_refused(dtype):
     """Gymnasium keeps -inf/inf as the dtype's extremes, which np.isfinite let through."""
     space = spaces.Box(-np.inf, np.inf, (2,), dtype)
     factory = type("Unbounded", (WholeNumbers,), {"action_space": lambda self, agent: space})
-    with pytest.raises(ValueError, match="continuous actions need finite Box bounds"):
+    with pytest.raises(ValueError, match="continuous actions need finite Box bounds "
+                                         r"\(an integer Box made with -inf/inf"):
+        ParallelEnvGroup(factory, num_envs=1)
+
+
+def test_a_float_box_with_an_infinite_bound_set_after_construction_is_refused():
+    space = spaces.Box(-1, 1, (2,), np.float32)
+    space.low[0] = -np.inf  # is_bounded() keeps the flags of construction and says True
+    factory = type("Edited", (WholeNumbers,), {"action_space": lambda self, agent: space})
+    with pytest.raises(ValueError, match=r"continuous actions need finite Box bounds, got"):
         ParallelEnvGroup(factory, num_envs=1)
 
 
@@ -877,9 +886,19 @@ def test_an_aec_env_from_a_factory_is_pointed_to_aec_to_parallel():
 def test_a_turn_based_aec_env_is_pointed_to_turn_based_aec_to_parallel():
     """aec_to_parallel refuses an env that is not parallelizable, as tictactoe is."""
     tictactoe = pytest.importorskip("pettingzoo.classic.tictactoe_v3")
-    with pytest.raises(TypeError, match="turn-based AEC env .* convert it with pettingzoo.utils."
-                                        "conversions.turn_based_aec_to_parallel"):
+    with pytest.raises(TypeError, match="not marked is_parallelizable .* convert it with "
+                                        "pettingzoo.utils.conversions.turn_based_aec_to_parallel"):
         make_env(tictactoe.env, 1)
+
+
+@pytest.mark.parametrize("metadata", ["unset", None])
+def test_an_aec_env_without_metadata_gets_the_same_hint(metadata):
+    from pettingzoo import AECEnv
+
+    bare = type("Bare", (AECEnv,), {"possible_agents": ["a"]} | (
+        {} if metadata == "unset" else {"metadata": metadata}))
+    with pytest.raises(TypeError, match="it is an AEC env not marked is_parallelizable"):
+        make_env(bare, 1)
 
 
 def test_unsupported_spaces_are_named_on_one_line():
