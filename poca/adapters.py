@@ -269,6 +269,14 @@ class ParallelEnvGroup(GroupEnv):
             slots[name] = len(slots)
         return slots[name]
 
+    def _give_slots(self, e: int, names, where: str) -> None:
+        """Slots for agents new to the episode (with max_agents), in name order: the order of
+        the env's `agents` may differ between processes (names kept in a set iterate in hash
+        order), and the run must not."""
+        if not self.fixed_slots:
+            for name in sorted((n for n in names if n not in self.slots[e]), key=str):
+                self._slot_of(e, name, where)
+
     def _write(self, e: int, name: str, obs, info, where: str) -> None:
         i = self._slot_of(e, name, where)
         where = f"{where}: agent {name!r}: observation"
@@ -360,6 +368,7 @@ class ParallelEnvGroup(GroupEnv):
             if not env.agents:
                 raise ValueError(f"{where}: no agents after reset(); an episode needs at least "
                                  "one")
+            self._give_slots(e, env.agents, where)
             for name in env.agents:
                 if name not in obs:
                     raise ValueError(f"{where}: agent {name!r} is in agents but has no "
@@ -441,6 +450,7 @@ class ParallelEnvGroup(GroupEnv):
             if going and stuck:  # agents flagged as ended must leave agents, unless all end
                 raise ValueError(f"{where}: agent {stuck[0]!r} was reported terminated or "
                                  f"truncated but is still in agents while {going[0]!r} goes on")
+            self._give_slots(e, listed, where)
             for name in going:  # still acting, or newly arrived
                 i = self._slot_of(e, name, where)
                 if name not in acting:

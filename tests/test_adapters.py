@@ -133,6 +133,38 @@ def test_agents_that_leave_mid_episode():
     assert step.alive.all()  # reset, next episode
 
 
+class Listed(Leaving):
+    """Agents z, a, m at reset and y, b joining at step 1, listed in the order `ordered` gives
+    (names kept in a set are listed in hash order, which differs between processes)."""
+
+    ordered = staticmethod(list)
+
+    def reset(self, seed=None, options=None):
+        self.t, self.agents = 0, self.ordered(["z", "a", "m"])
+        return {a: np.zeros(2, np.float32) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        self.agents = self.ordered(self.agents + ["y", "b"]) if self.t == 1 else self.agents
+        done = {a: self.t >= 3 for a in self.agents}
+        out = ({a: np.full(2, self.t / 10, np.float32) for a in self.agents},
+               {a: 0.0 for a in self.agents}, done, {a: False for a in self.agents},
+               {a: {} for a in self.agents})
+        self.agents = [] if self.t >= 3 else self.agents
+        return out
+
+
+def test_slots_of_new_names_do_not_follow_the_order_agents_are_listed_in():
+    slots = []
+    for ordered in (list, lambda names: names[::-1]):
+        env = ParallelEnvGroup(type("Order", (Listed,), {"ordered": staticmethod(ordered)}),
+                               num_envs=1, max_agents=5)
+        env.reset(seed=0)
+        env.step(act(env))
+        slots.append(env.slots[0])
+    assert slots[0] == slots[1] == {"a": 0, "m": 1, "z": 2, "b": 3, "y": 4}
+
+
 def test_new_agent_names_up_to_max_agents():
     env = ParallelEnvGroup(Spawning, num_envs=1, max_agents=4)
     step = env.reset(seed=0)
