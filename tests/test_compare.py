@@ -184,13 +184,19 @@ def test_a_signal_to_compare_alone_stops_its_worker_runs_saved(tmp_path, signum)
             [sys.executable, "-m", "poca.cli", "compare", "groupenvs/Goal-v0", "--config", "goal",
              "--critics", "attention", "--seeds", "2", "--workers", "2", "--max-steps",
              "100000000", "--eval-episodes", "5", "--out", str(out)],
-            cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL, stderr=err)
-        deadline = time.monotonic() + 120
-        while len(list(out.glob("*/checkpoints/step-*.pt"))) < 2:  # both runs under way
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
-        proc.send_signal(signum)
-        assert proc.wait(timeout=60) == 130
+            cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.DEVNULL, stderr=err,
+            start_new_session=True)  # a process group to kill if the test fails midway
+        try:
+            deadline = time.monotonic() + 120
+            while len(list(out.glob("*/checkpoints/step-*.pt"))) < 2:  # both runs under way
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+            proc.send_signal(signum)  # to compare's process alone
+            assert proc.wait(timeout=60) == 130
+        finally:  # a failed assertion must not leave a 1e8-step compare and its workers running
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     files = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
     time.sleep(2)
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()} == files  # no orphan

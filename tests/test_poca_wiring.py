@@ -2,11 +2,14 @@
 diagnostics) is checked against independent one-pass evaluations."""
 
 import csv
+import functools
 import math
 
 import numpy as np
 import pytest
 import torch
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
 
 from poca import trainer as trainer_module
 from poca.adapters import make_env
@@ -164,6 +167,119 @@ def test_the_stored_log_probs_are_those_of_the_stored_actions():
         torch.testing.assert_close(dist.log_prob(ro.cont, ro.disc)[ro.alive],
                                    ro.log_prob[ro.alive])
     assert (ro.cont[ro.alive].abs() > 1).any()  # some beyond what the env is given
+
+
+class TwoOfThree(ParallelEnv):
+    """Two agents, Discrete(3) with an action mask allowing two actions (which two changes each
+    step); 6 steps; reward for action 1 when allowed."""
+
+    metadata = {"name": "two_of_three_v0"}
+    possible_agents = ["a", "b"]
+
+    @functools.cache
+    def observation_space(self, agent):
+        return spaces.Dict({"observation": spaces.Box(-1, 1, (2,), np.float32),
+                            "action_mask": spaces.MultiBinary(3)})
+
+    @functools.cache
+    def action_space(self, agent):
+        return spaces.Discrete(3)
+
+    def _obs(self):
+        mask = np.ones(3, np.int8)
+        mask[self.t % 3] = 0
+        return {a: {"observation": np.array([self.t / 6, i], np.float32), "action_mask": mask}
+                for i, a in enumerate(self.agents)}
+
+    def reset(self, seed=None, options=None):
+        self.t, self.agents = 0, list(self.possible_agents)
+        return self._obs(), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        assert all(v != self.t % 3 for v in actions.values()), actions  # masked out
+        self.t += 1
+        rew = {a: float(v == 1) for a, v in actions.items()}
+        done = {a: self.t >= 6 for a in self.agents}
+        obs = self._obs()
+        if self.t >= 6:
+            self.agents = []
+        return obs, rew, done, {a: False for a in done}, {a: {} for a in done}
+
+
+def _first_step_ratio_logs(trainer, monkeypatch):
+    """(new, old log-probs, alive) of the update's first minibatch step, before any parameter
+    has moved: the new ones must equal the rollout's."""
+    seen = []
+
+    def spy(log_prob, old_log_prob, advantage, alive, epsilon):
+        seen.append((log_prob.detach().clone(), old_log_prob.clone(), alive.clone()))
+        return policy_loss(log_prob, old_log_prob, advantage, alive, epsilon)
+
+    monkeypatch.setattr(trainer_module, "policy_loss", spy)
+    trainer.update(trainer.collect())
+    return seen[0]
+
+
+@pytest.mark.parametrize("setting", ["memory", "action_mask"])
+def test_the_first_update_step_replays_the_rollouts_log_probs(setting, monkeypatch):
+    """The ratio of the update's first step is exactly 1. With memory, its sequences (shorter
+    than the rollout, so most start mid-episode) start from the memories stored in the rollout;
+    with action masks, the update's log-probs are taken under the same masks as acting's."""
+    if setting == "memory":
+        trainer = _trainer("GoalMemory-v0", overrides={"network_settings.memory": {
+            "memory_size": 16, "sequence_length": 4}})
+    else:
+        config = POCAConfig.load("goal").override({"num_envs": 4, "max_steps": 400,
+                                                   "hyperparameters.buffer_size": 96,
+                                                   "hyperparameters.batch_size": 32})
+        trainer = Trainer(make_env(TwoOfThree, config.num_envs, {}, None), config,
+                          progress=False)
+    new, old, alive = _first_step_ratio_logs(trainer, monkeypatch)
+    assert alive.sum() > 8
+    torch.testing.assert_close(new[alive], old[alive], atol=1e-5, rtol=0)
+
+
+def test_an_epoch_shuffles_the_rollout_anew(monkeypatch):
+    """Each epoch goes through the rollout in a fresh random order (the same one every epoch
+    would feed the same minibatches again)."""
+    trainer = _trainer("Goal-v0", overrides={"hyperparameters.num_epoch": 3})
+    seen = []
+
+    def spy(log_prob, old_log_prob, advantage, alive, epsilon):
+        seen.append(old_log_prob.clone())
+        return policy_loss(log_prob, old_log_prob, advantage, alive, epsilon)
+
+    monkeypatch.setattr(trainer_module, "policy_loss", spy)
+    trainer.update(trainer.collect())
+    per_epoch = len(seen) // 3
+    assert per_epoch >= 3
+    epochs = [seen[k * per_epoch:(k + 1) * per_epoch] for k in range(3)]
+    for a, b in ((0, 1), (1, 2), (0, 2)):
+        assert not all(torch.equal(x, y) for x, y in zip(epochs[a], epochs[b], strict=True))
+
+
+def test_normalizers_see_the_rollouts_alive_observations_before_the_critic_estimates(
+        monkeypatch):
+    """Each update first adds the observations of agents in the episode (not the empty slots
+    of agents that left) to the running statistics, then the critic estimates with them."""
+    trainer = _trainer("Goal-v0", overrides={"network_settings.normalize": True})
+    ro = trainer.collect()
+    assert 0 < ro.alive.sum() < ro.alive.numel()
+    alive_obs = ro.obs[0][ro.alive].double()
+    counts = []
+    estimates = trainer._estimates
+
+    def spy(rollout):
+        counts.append([float(net.encoder.norms["vector"].count)
+                       for net in (trainer.actor, trainer.critic)])
+        return estimates(rollout)
+
+    monkeypatch.setattr(trainer, "_estimates", spy)
+    trainer.update(ro)
+    assert counts == [[1.0 + len(alive_obs)] * 2]
+    for net in (trainer.actor, trainer.critic):  # from count 1 and mean 0: n / (n + 1) of it
+        torch.testing.assert_close(net.encoder.norms["vector"].mean,
+                                   alive_obs.mean(0) * len(alive_obs) / (len(alive_obs) + 1))
 
 
 def test_returns_use_the_configured_gamma_and_lambda(monkeypatch):

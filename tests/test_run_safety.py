@@ -37,11 +37,26 @@ def metrics(run: Path) -> list[int]:
         return [int(row["agent_steps"]) for row in csv.DictReader(f)]
 
 
+STARTED: list[subprocess.Popen] = []
+
+
 def start(run: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
+    STARTED.append(subprocess.Popen(
         [sys.executable, "-m", "poca.cli", "train", "groupenvs/Goal-v0", "--config", "goal",
          "--run-dir", str(run), *FAST, *extra], cwd=ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True)
+        stderr=subprocess.PIPE, text=True))
+    return STARTED[-1]
+
+
+@pytest.fixture(autouse=True)
+def _no_run_left_behind():
+    """A test that fails midway must not leave its 10M-step `poca train` running."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def wait_for(condition, timeout=60.0):
