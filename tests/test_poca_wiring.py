@@ -2,14 +2,11 @@
 diagnostics) is checked against independent one-pass evaluations."""
 
 import csv
-import functools
 import math
 
 import numpy as np
 import pytest
 import torch
-from gymnasium import spaces
-from pettingzoo import ParallelEnv
 
 from poca import trainer as trainer_module
 from poca.adapters import make_env
@@ -17,6 +14,7 @@ from poca.config import POCAConfig
 from poca.loss import explained_variance, policy_diagnostics, policy_loss
 from poca.rollout import lambda_returns
 from poca.trainer import Trainer, train
+from tests.test_adapters import Masked  # Dict observations, a mask allowing action 2 alone
 
 MEMORY = {"network_settings.memory": {"memory_size": 16, "sequence_length": 8}}
 
@@ -169,43 +167,6 @@ def test_the_stored_log_probs_are_those_of_the_stored_actions():
     assert (ro.cont[ro.alive].abs() > 1).any()  # some beyond what the env is given
 
 
-class TwoOfThree(ParallelEnv):
-    """Two agents, Discrete(3) with an action mask allowing two actions (which two changes each
-    step); 6 steps; reward for action 1 when allowed."""
-
-    metadata = {"name": "two_of_three_v0"}
-    possible_agents = ["a", "b"]
-
-    @functools.cache
-    def observation_space(self, agent):
-        return spaces.Dict({"observation": spaces.Box(-1, 1, (2,), np.float32),
-                            "action_mask": spaces.MultiBinary(3)})
-
-    @functools.cache
-    def action_space(self, agent):
-        return spaces.Discrete(3)
-
-    def _obs(self):
-        mask = np.ones(3, np.int8)
-        mask[self.t % 3] = 0
-        return {a: {"observation": np.array([self.t / 6, i], np.float32), "action_mask": mask}
-                for i, a in enumerate(self.agents)}
-
-    def reset(self, seed=None, options=None):
-        self.t, self.agents = 0, list(self.possible_agents)
-        return self._obs(), {a: {} for a in self.agents}
-
-    def step(self, actions):
-        assert all(v != self.t % 3 for v in actions.values()), actions  # masked out
-        self.t += 1
-        rew = {a: float(v == 1) for a, v in actions.items()}
-        done = {a: self.t >= 6 for a in self.agents}
-        obs = self._obs()
-        if self.t >= 6:
-            self.agents = []
-        return obs, rew, done, {a: False for a in done}, {a: {} for a in done}
-
-
 def _first_step_ratio_logs(trainer, monkeypatch):
     """(new, old log-probs, alive) of the update's first minibatch step, before any parameter
     has moved: the new ones must equal the rollout's."""
@@ -232,7 +193,7 @@ def test_the_first_update_step_replays_the_rollouts_log_probs(setting, monkeypat
         config = POCAConfig.load("goal").override({"num_envs": 4, "max_steps": 400,
                                                    "hyperparameters.buffer_size": 96,
                                                    "hyperparameters.batch_size": 32})
-        trainer = Trainer(make_env(TwoOfThree, config.num_envs, {}, None), config,
+        trainer = Trainer(make_env(Masked, config.num_envs, {}, None), config,
                           progress=False)
     new, old, alive = _first_step_ratio_logs(trainer, monkeypatch)
     assert alive.sum() > 8
