@@ -126,6 +126,9 @@ def load(path: Path, spec: GroupSpec | None = None, state: dict | None = None) -
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a {FORMAT} checkpoint")
     _check_fields(path, state)
+    net = state["config"].get("network_settings")
+    if isinstance(net, dict):  # written before the setting existed: the critic learned in raw
+        net.setdefault("normalize_value", False)  # return units, today's default is true
     if spec is not None:
         check_fits(path, state, spec)
     return state

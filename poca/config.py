@@ -1,10 +1,11 @@
 """Hyperparameters with ML-Agents' POCA names, loadable from ML-Agents-style YAML.
 
-The defaults are ML-Agents' except three, measured on tasks nobody here tuned for (README,
+The defaults are ML-Agents' except four, measured on tasks nobody here tuned for (README,
 "Defaults"): the rollout sizes follow the env and the run (`rollout_sizes`), the learning rate is
 1e-3 constant (ML-Agents' 3e-4 decaying linearly is made for multi-million-step Unity runs; on
-runs of a few hundred thousand steps it let a coordination task collapse to one move), and
-vector observations are normalized (a user's Box may hold values of any scale).
+runs of a few hundred thousand steps it let a coordination task collapse to one move), vector
+observations are normalized (a user's Box may hold values of any scale), and so are the returns
+the critic learns (`normalize_value`: a user's rewards may be of any scale too).
 
 A file may hold one behavior's settings directly or ML-Agents' full layout
 (`behaviors: {Name: {...}}` with exactly one behavior). Unknown or invalid keys fail with the list
@@ -128,8 +129,9 @@ class NetworkSettings:
     # The critic learns V and the baselines in units of the returns' running mean and std (value
     # normalization as in MAPPO, Yu et al. 2022, arXiv 2103.01955): the fit and the value
     # clipping hardly depend on the reward scale. Not in ML-Agents, whose tasks keep returns
-    # near 1; off by default so that ML-Agents' configs train as there.
-    normalize_value: bool = False
+    # near 1: in raw units, value clipping bounds each update's move of V by epsilon (0.2), a
+    # sliver of returns in the hundreds (README: Defaults, a task where that failed 2 of 3 seeds).
+    normalize_value: bool = True  # ML-Agents: no such setting (raw returns, as false)
     vis_encode_type: str = "simple"
     memory: MemorySettings | None = None
 

@@ -172,7 +172,7 @@ def test_normalize_value_reads_the_head_in_units_of_the_returns_seen(critic):
     expected = alive if critic == "independent" else torch.ones_like(alive)  # V_i = 0 if gone
     assert torch.allclose(baseline, mean * expected.to(mean.dtype))  # a head at 0: the mean
     torch.nn.init.normal_(net.head.weight)
-    plain = Critic(s, NetworkSettings(hidden_units=16), critic)
+    plain = Critic(s, NetworkSettings(hidden_units=16, normalize_value=False), critic)
     plain.load_state_dict({k: v for k, v in net.state_dict().items()
                            if not k.startswith("returns.")})
     raw = plain(obs, cont, disc, alive)[1]

@@ -98,6 +98,22 @@ def test_bad_checkpoints_fail_clearly(tmp_path):
         wider.load(tmp_path / "checkpoints" / "latest.pt")
 
 
+def test_a_checkpoint_from_before_normalize_value_resumes_in_raw_return_units(tmp_path):
+    """Its critic learned in raw units (the default then) and it holds no return statistics:
+    read with today's default (true), it no longer fit its own network."""
+    train("Goal-v0", small_config(max_steps=200, **{"network_settings.normalize_value": False}),
+          run_dir=tmp_path)
+    latest = tmp_path / "checkpoints" / "latest.pt"
+    state = torch.load(latest, weights_only=True)
+    del state["config"]["network_settings"]["normalize_value"]
+    torch.save(state, latest)
+    assert main(["train", "Goal-v0", "--run-dir", str(tmp_path), "--resume", "--max-steps",
+                 "400", "--no-progress"]) == 0
+    assert not checkpoint.load(latest)["config"]["network_settings"]["normalize_value"]
+    assert checkpoint.load(latest)["agent_steps"] > 200
+    assert main(["eval", "Goal-v0", "--checkpoint", str(latest), "--episodes", "2"]) == 0
+
+
 def test_non_finite_parameters_stop_training_with_a_clear_message(tmp_path):
     trainer = Trainer(make_env("Goal-v0", 4), small_config(max_steps=3000), tmp_path,
                       progress=False)
@@ -228,7 +244,9 @@ def test_config_from_mlagents_yaml(tmp_path):
     hp = defaults.hyperparameters
     assert (hp.learning_rate, hp.learning_rate_schedule, hp.num_epoch) == (1e-3, "constant", 3)
     assert hp.batch_size is hp.buffer_size is None  # derived: rollout_sizes
-    assert defaults.network_settings.normalize
+    assert defaults.network_settings.normalize and defaults.network_settings.normalize_value
+    for preset in ("goal", "grid", "mlagents_test"):  # raw units, as their cases were measured
+        assert not POCAConfig.load(preset).network_settings.normalize_value
 
 
 @pytest.mark.parametrize("data, match", [
