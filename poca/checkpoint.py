@@ -213,7 +213,7 @@ def put_back(trainer, state: dict, source) -> None:
     initialises the networks, and the caller's own draws are the caller's."""
     try:
         trainer.actor.load_state_dict(state["actor"])
-        trainer.critic.load_state_dict(state["critic"])
+        trainer.critic.load_state_dict(trainer.critic.in_own_units(state["critic"]))
         trainer.optimizer.load_state_dict(state["optimizer"])
         trainer.generator.set_state(state["generator"])
     except (RuntimeError, ValueError, KeyError, TypeError) as err:

@@ -233,6 +233,26 @@ class Critic(nn.Module):
         if self.returns is not None:
             self.returns.update(returns[alive].reshape(-1, 1))
 
+    def in_own_units(self, state: dict) -> dict:
+        """This critic's `state_dict` saved with the other `normalize_value` setting (a resume
+        that changes it with --force), converted so that every estimate stays what it was: raw
+        units to return units with fresh statistics (mean 0, std 1, so the head reads as
+        before); return units to raw with the statistics folded into the head (V = mean + std *
+        head)."""
+        saved = {k.removeprefix("returns."): v for k, v in state.items()
+                 if k.startswith("returns.")}
+        if bool(saved) == (self.returns is not None):
+            return state
+        if self.returns is not None:
+            return {**state, **{f"returns.{k}": v for k, v in self.returns.state_dict().items()}}
+        stats = RunningNorm(1)
+        stats.load_state_dict(saved)
+        dtype = state["head.bias"].dtype
+        mean, std = stats.mean[0].to(dtype), stats.std()[0].clamp(min=0.1).to(dtype)
+        return {**{k: v for k, v in state.items() if not k.startswith("returns.")},
+                "head.weight": state["head.weight"] * std,
+                "head.bias": state["head.bias"] * std + mean}
+
     def _head(self, pooled: Tensor, count: Tensor, memory, starts):
         """pooled [*, h], count [*] -> (estimates [*], (memory before, memory after each step)
         or (None, None) without memory)."""

@@ -277,10 +277,14 @@ def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwar
                     _diff(_scheduled(own), _scheduled(config)).items()
                     if key not in RESUMABLE]
     if changes and not force:
+        hint = ("; if your config does not set network_settings.normalize_value: its default "
+                "is now true, and runs started before that learned in raw units (false): write "
+                "'normalize_value: false' under network_settings, or resume without --config"
+                if "network_settings.normalize_value False -> True" in changes else "")
         raise ValueError("a resumed run keeps its settings; this would change "
                          + "; ".join(changes) + ". Only --max-steps (and --threads, "
                          "--env-workers, --no-progress) may differ; pass --force (force=True) "
-                         "to change them anyway")
+                         "to change them anyway" + hint)
     return (config or own), (saved["env_kwargs"] if env_kwargs is None else env_kwargs), (
         own_slots if max_agents is None else max_agents)
 

@@ -180,6 +180,27 @@ def test_normalize_value_reads_the_head_in_units_of_the_returns_seen(critic):
     assert torch.allclose(net(obs, cont, disc, alive)[1], expected_baseline, atol=1e-4)
 
 
+@pytest.mark.parametrize("critic", list(CRITICS))
+@pytest.mark.parametrize("saved_with", [True, False])
+def test_a_state_saved_with_the_other_normalize_value_keeps_every_estimate(critic, saved_with):
+    """What a resume with --force that changes normalize_value loads: raw units into return
+    units, or back, with V and every baseline as they were (not a missing-keys error)."""
+    s = spec()
+    torch.manual_seed(0)
+    saved = Critic(s, NetworkSettings(hidden_units=16, normalize_value=saved_with), critic)
+    torch.nn.init.normal_(saved.head.weight)
+    saved.update_return_stats(torch.randn(500, generator=torch.Generator().manual_seed(2)) * 30
+                              - 100, torch.ones(500, dtype=torch.bool))
+    loaded = Critic(s, NetworkSettings(hidden_units=16, normalize_value=not saved_with), critic)
+    loaded.load_state_dict(loaded.in_own_units(saved.state_dict()))
+    obs, cont, disc, alive = batch(s)
+    for before, after in zip(saved(obs, cont, disc, alive)[:2], loaded(obs, cont, disc, alive)[:2],
+                             strict=True):
+        torch.testing.assert_close(after, before, rtol=1e-5, atol=1e-4)
+    own = loaded.state_dict()
+    assert loaded.in_own_units(own) is own  # the same units: as it is
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_return_stats_are_a_copy_that_the_next_update_leaves_alone(dtype):
     """The update reads the old units, adds the returns, then reads the new ones: the old must

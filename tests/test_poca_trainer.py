@@ -109,9 +109,30 @@ def test_a_checkpoint_from_before_normalize_value_resumes_in_raw_return_units(tm
     torch.save(state, latest)
     assert main(["train", "Goal-v0", "--run-dir", str(tmp_path), "--resume", "--max-steps",
                  "400", "--no-progress"]) == 0
-    assert not checkpoint.load(latest)["config"]["network_settings"]["normalize_value"]
+    resumed = checkpoint.load(latest)
+    assert not resumed["config"]["network_settings"]["normalize_value"]
+    assert not any(key.startswith("returns.") for key in resumed["critic"])  # still raw units
     assert checkpoint.load(latest)["agent_steps"] > 200
     assert main(["eval", "Goal-v0", "--checkpoint", str(latest), "--episodes", "2"]) == 0
+
+
+def test_resuming_a_raw_units_run_with_a_config_that_leaves_normalize_value_out(tmp_path,
+                                                                                capsys):
+    """Such a config now asks for return units: refused with what to write instead, and with
+    --force the run goes on in return units (it had failed on the critic's missing keys)."""
+    config = tmp_path / "my.yaml"
+    config.write_text("network_settings:\n  hidden_units: 16\n  num_layers: 1\n"
+                      "hyperparameters:\n  batch_size: 32\n  buffer_size: 128\n")
+    run = str(tmp_path / "run")
+    common = ["train", "Goal-v0", "--config", str(config), "--run-dir", run, "--no-progress"]
+    assert main(common + ["--max-steps", "200", "--set",
+                          "network_settings.normalize_value=false"]) == 0
+    capsys.readouterr()
+    assert main(common + ["--resume", "--max-steps", "400"]) == 2
+    assert "write 'normalize_value: false' under network_settings" in capsys.readouterr().err
+    assert main(common + ["--resume", "--max-steps", "400", "--force"]) == 0
+    state = checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")
+    assert state["agent_steps"] > 200 and state["config"]["network_settings"]["normalize_value"]
 
 
 def test_non_finite_parameters_stop_training_with_a_clear_message(tmp_path):
