@@ -130,7 +130,7 @@ class NetworkSettings:
     # normalization as in MAPPO, Yu et al. 2022, arXiv 2103.01955): the fit and the value
     # clipping hardly depend on the reward scale. Not in ML-Agents, whose tasks keep returns
     # near 1: in raw units, value clipping bounds each update's move of V by epsilon (0.2), a
-    # sliver of returns in the hundreds (README: Defaults, a task where that failed 2 of 3 seeds).
+    # sliver of returns in the hundreds (docs/defaults.md: a task where that failed 2 of 3 seeds).
     normalize_value: bool = True  # ML-Agents: no such setting (raw returns, as false)
     vis_encode_type: str = "simple"
     memory: MemorySettings | None = None
