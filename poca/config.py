@@ -1,11 +1,12 @@
 """Hyperparameters with ML-Agents' POCA names, loadable from ML-Agents-style YAML.
 
 The defaults are ML-Agents' except four, measured on tasks nobody here tuned for (README,
-"Defaults"): the rollout sizes follow the env and the run (`rollout_sizes`), the learning rate is
-1e-3 constant (ML-Agents' 3e-4 decaying linearly is made for multi-million-step Unity runs; on
-runs of a few hundred thousand steps it let a coordination task collapse to one move), vector
-observations are normalized (a user's Box may hold values of any scale), and so are the returns
-the critic learns (`normalize_value`: a user's rewards may be of any scale too).
+"Defaults"; docs/defaults.md): the rollout sizes follow the env and the run
+(`rollout_sizes`), the learning rate is 1e-3 constant (ML-Agents' 3e-4 decaying linearly is
+made for multi-million-step Unity runs; on runs of a few hundred thousand steps it let a
+coordination task collapse to one move), vector observations are normalized (a user's Box may
+hold values of any scale), and so are the returns the critic learns (`normalize_value`: a
+user's rewards may be of any scale too).
 
 A file may hold one behavior's settings directly or ML-Agents' full layout
 (`behaviors: {Name: {...}}` with exactly one behavior). Unknown or invalid keys fail with the list
