@@ -127,8 +127,8 @@ def load(path: Path, spec: GroupSpec | None = None, state: dict | None = None) -
         raise CheckpointError(f"{path} is not a {FORMAT} checkpoint")
     _check_fields(path, state)
     net = state["config"].get("network_settings")
-    if isinstance(net, dict):  # written before the setting existed: the critic learned in raw
-        net.setdefault("normalize_value", False)  # return units, today's default is true
+    if isinstance(net, dict):  # saved before normalize_value existed, when critics always
+        net.setdefault("normalize_value", False)  # learned in raw units (today's default: true)
     if spec is not None:
         check_fits(path, state, spec)
     return state

@@ -244,7 +244,7 @@ class Critic(nn.Module):
         if bool(saved) == (self.returns is not None):
             return state
         if self.returns is not None:
-            return {**state, **{f"returns.{k}": v for k, v in self.returns.state_dict().items()}}
+            return {**state, **{f"returns.{k}": v for k, v in RunningNorm(1).state_dict().items()}}
         stats = RunningNorm(1)
         stats.load_state_dict(saved)
         dtype = state["head.bias"].dtype
