@@ -173,6 +173,13 @@ class Actor(nn.Module):
         return ActionDist(mean, self.log_std, logits), final
 
 
+def _units(returns: RunningNorm, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    """(mean, std) of the running return statistics in `dtype` (they are float64), the std
+    with its floor of 0.1; copies, which a later update leaves alone."""
+    return (returns.mean[0].to(dtype, copy=True),
+            returns.std()[0].clamp(min=0.1).to(dtype))
+
+
 class Critic(nn.Module):
     """One network, two uses: the group value V(s) and each agent's counterfactual baseline.
 
@@ -223,9 +230,7 @@ class Critic(nn.Module):
         if self.returns is None:
             one = self.head.bias.new_ones(())
             return one - 1, one
-        dtype = self.head.bias.dtype  # the statistics are float64 (see RunningNorm)
-        return (self.returns.mean[0].to(dtype, copy=True),  # a copy: the update moves it
-                self.returns.std()[0].clamp(min=0.1).to(dtype))
+        return _units(self.returns, self.head.bias.dtype)
 
     def update_return_stats(self, returns: Tensor, alive: Tensor) -> None:
         """Add the `returns` of alive agents to the running statistics (no-op without
@@ -247,8 +252,7 @@ class Critic(nn.Module):
             return {**state, **{f"returns.{k}": v for k, v in RunningNorm(1).state_dict().items()}}
         stats = RunningNorm(1)
         stats.load_state_dict(saved)
-        dtype = state["head.bias"].dtype
-        mean, std = stats.mean[0].to(dtype), stats.std()[0].clamp(min=0.1).to(dtype)
+        mean, std = _units(stats, state["head.bias"].dtype)
         return {**{k: v for k, v in state.items() if not k.startswith("returns.")},
                 "head.weight": state["head.weight"] * std,
                 "head.bias": state["head.bias"] * std + mean}

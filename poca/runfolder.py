@@ -272,15 +272,15 @@ def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwar
     # (checkpoints written before max_agents was saved take the one given)
     if "max_agents" in saved and max_agents is not None and max_agents != own_slots:
         changes.append(f"max_agents {own_slots} -> {max_agents}")
-    if config is not None:
-        changes += [f"{key} {a!r} -> {b!r}" for key, (a, b) in
-                    _diff(_scheduled(own), _scheduled(config)).items()
-                    if key not in RESUMABLE]
+    settings = {} if config is None else {
+        key: pair for key, pair in _diff(_scheduled(own), _scheduled(config)).items()
+        if key not in RESUMABLE}
+    changes += [f"{key} {a!r} -> {b!r}" for key, (a, b) in settings.items()]
     if changes and not force:
         hint = ("; if your config does not set network_settings.normalize_value: its default "
                 "is now true, and runs started before that learned in raw units (false): write "
                 "'normalize_value: false' under network_settings, or resume without --config"
-                if "network_settings.normalize_value False -> True" in changes else "")
+                if settings.get("network_settings.normalize_value") == (False, True) else "")
         raise ValueError("a resumed run keeps its settings; this would change "
                          + "; ".join(changes) + ". Only --max-steps (and --threads, "
                          "--env-workers, --no-progress) may differ; pass --force (force=True) "
