@@ -60,6 +60,12 @@ class ObsSpec:
                              f"{self.high}")
 
     @property
+    def blank(self) -> float:
+        """What the views show for an agent slot that is not alive: 0, or the bound nearest to
+        it when 0 is outside [low, high], so that every observation stays inside its space."""
+        return min(max(0.0, self.low), self.high)
+
+    @property
     def dtype(self) -> type:
         return np.uint8 if self.kind == "image" else np.float32
 
@@ -543,7 +549,9 @@ class GroupEnv(ABC):
 
         One fresh array per `spec.obs` component, in order, each [n, A, *shape] of the
         component's dtype (float32; uint8 for images); the caller may modify them. Rows of slots
-        that are not alive may hold anything (learners mask them).
+        that are not alive may hold anything (learners mask them, the views show them blank),
+        except on the step an agent ends: its row is then its last view, which the views report
+        and from which a learner bootstraps an agent cut off by a time limit.
         """
 
     def _action_mask(self) -> np.ndarray | None:

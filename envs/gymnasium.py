@@ -29,14 +29,29 @@ from envs.spaces import (
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
 
 
-def _joint_obs(spec, view, alive, rows, flat=False):
-    """The joint observations of envs `rows` (a slice or index array) as fresh arrays."""
+def _joint_obs(spec, view, alive, rows, flat=False, shown=None):
+    """The joint observations of envs `rows` (a slice or index array) as fresh arrays, with the
+    `alive` mask. Only the `shown` slots (default: the alive ones) show their rows; the others
+    show their component's blank value, since a task may leave anything in the rows of slots
+    that are not alive (1e30, NaN) and the observation must stay inside the view's space."""
+    alive = alive[rows]
+    shown = alive if shown is None else shown[rows]
+    parts = [np.where(shown.reshape(shown.shape + (1,) * (part.ndim - 2)), part[rows],
+                      part.dtype.type(o.blank)) for o, part in zip(spec.obs, view, strict=True)]
     if flat:
-        parts = [part[rows].reshape(len(alive[rows]), -1) for part in view] + [alive[rows]]
-        return np.concatenate(parts, axis=1, dtype=np.float32)
-    out = {o.name: part[rows].copy() for o, part in zip(spec.obs, view, strict=True)}
-    out["alive"] = alive[rows].astype(np.int8)
-    return out
+        return np.concatenate([part.reshape(len(alive), -1) for part in parts] + [alive], axis=1,
+                              dtype=np.float32)
+    out = {o.name: part for o, part in zip(spec.obs, parts, strict=True)}
+    out["alive"] = alive.astype(np.int8)
+    return dict(sorted(out.items()))  # the order of the space's keys (gymnasium's Dict sorts)
+
+
+def _shown(step, final: bool):
+    """The slots whose rows a step's joint view shows: those alive and those that ended on this
+    step (their last view); in an ended group's final view (`final`), the ones that ended, and
+    in its next episode's first view, the alive ones."""
+    ended = step.terminated | step.truncated
+    return np.where(step.group_done[:, None], ended if final else step.alive, step.alive | ended)
 
 
 def _reported_seed(view, seed):
@@ -102,13 +117,13 @@ class GroupGymEnv(gymnasium.Env):
         self._over = ended
         self._next = step if ended else None
         alive = self.core.alive if not ended else step.truncated
-        obs = _first(self._obs(step.final_obs, alive))
+        obs = _first(self._obs(step.final_obs, alive, _shown(step, final=True)))
         reward = float(step.group_reward[0] + step.reward[0].sum())
         self._render.step(step)
         return obs, reward, ended and not truncated, truncated, self._info(step)
 
-    def _obs(self, view, alive):
-        return _joint_obs(self.core.spec, view, alive, slice(0, 1), self.flat)
+    def _obs(self, view, alive, shown=None):
+        return _joint_obs(self.core.spec, view, alive, slice(0, 1), self.flat, shown)
 
     def render(self):
         return self._render.render()
@@ -229,8 +244,8 @@ class GroupVectorEnv(VectorEnv):
         return {"group_reward": group_reward, "_group_reward": every,
                 "individual_reward": individual_reward, "_individual_reward": every.copy()}
 
-    def _obs(self, view, alive, rows=slice(None)):
-        return _joint_obs(self.core.spec, view, alive, rows, self.flat)
+    def _obs(self, view, alive, shown=None):
+        return _joint_obs(self.core.spec, view, alive, slice(None), self.flat, shown)
 
     def step(self, actions):
         core, spec = self.core, self.core.spec
@@ -253,12 +268,12 @@ class GroupVectorEnv(VectorEnv):
         self._elapsed[step.group_done | self._restart] = 0
         infos = self._infos(step.group_reward, step.reward)
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
-            obs = self._obs(step.obs, step.alive)
+            obs = self._obs(step.obs, step.alive, _shown(step, final=False))
             done = step.group_done
             if done.any():
                 infos = self._with_mask(infos)
                 final_alive = np.where(done[:, None], step.truncated, step.alive)
-                final = self._obs(step.final_obs, final_alive)
+                final = self._obs(step.final_obs, final_alive, _shown(step, final=True))
                 infos["final_obs"] = np.full(self.num_envs, None, dtype=object)
                 for e in np.flatnonzero(done):  # one object per ended env, as Gymnasium's
                     infos["final_obs"][e] = ({k: v[e] for k, v in final.items()}
@@ -275,7 +290,7 @@ class GroupVectorEnv(VectorEnv):
             return obs, reward, terminated, truncated, self._with_mask(infos)
         # NEXT_STEP: show the ended episodes' last view now, their next start on the next step
         final_alive = np.where(step.group_done[:, None], step.truncated, step.alive)
-        obs = self._obs(step.final_obs, final_alive)
+        obs = self._obs(step.final_obs, final_alive, _shown(step, final=True))
         if len(restart):
             first = _restart_episodes(core, restart, step.group_done[restart])
             fresh = _joint_obs(spec, first, core.alive[restart], slice(None), self.flat)

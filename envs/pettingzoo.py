@@ -6,8 +6,9 @@ actions later sent for it are ignored, and `step({})` once every agent has left 
 An agent that joins mid-episode (Baton Pass) enters `agents` in the step it appears, with its first
 observation and a reward of 0.
 Each agent's reward is its individual reward plus the group reward; `infos[agent]` holds both parts.
-`death_mode="absorb"` instead keeps ended agents in `agents` with zero observations and rewards
-until the whole group ends, for libraries that need a fixed agent set.
+`death_mode="absorb"` instead keeps ended agents in `agents` with blank observations (0, or the
+bound nearest to 0) and zero rewards until the whole group ends, for libraries that need a fixed
+agent set.
 """
 
 from __future__ import annotations
@@ -205,12 +206,13 @@ class GroupParallelEnv(ParallelEnv):
     def _agent_obs(self, view, i):
         if len(view) == 1:
             return view[0][0, i].copy()
-        return {o.name: part[0, i].copy() for o, part in zip(self.spec.obs, view, strict=True)}
+        return dict(sorted((o.name, part[0, i].copy())  # the space's key order (Dict sorts)
+                           for o, part in zip(self.spec.obs, view, strict=True)))
 
     def _zero_obs(self):
         if len(self.spec.obs) == 1:
-            return np.zeros(self.spec.obs[0].shape, self.spec.obs[0].dtype)
-        return {o.name: np.zeros(o.shape, o.dtype) for o in self.spec.obs}
+            return np.full(self.spec.obs[0].shape, self.spec.obs[0].blank, self.spec.obs[0].dtype)
+        return dict(sorted((o.name, np.full(o.shape, o.blank, o.dtype)) for o in self.spec.obs))
 
     def _info(self, step, i):
         info = {"individual_reward": float(step.reward[0, i]),

@@ -14,7 +14,9 @@ from gymnasium.vector import AutoresetMode
 from pettingzoo import test as pzt
 
 import envs
+from envs.core import GroupEnv, GroupSpec, ObsSpec
 from envs.goal import toward
+from envs.gymnasium import GroupGymEnv, GroupVectorEnv
 from envs.pettingzoo import GroupParallelEnv
 
 ACTION_KINDS = {"discrete": (0, 1), "continuous": (1, 0), "hybrid": (1, 1), "wide": (2, 3)}
@@ -247,7 +249,10 @@ def test_make_vec_next_step_is_the_default_and_spends_one_step_on_resets():
         assert not done[prev_done].any() and (reward[prev_done] == 0).all()
         np.testing.assert_array_equal(obs["vector"][prev_done][..., 1:], 0.0)
         np.testing.assert_array_equal(obs["alive"][prev_done], 1)
-        assert (obs["vector"][term][..., 1:].sum(-1) > 0).all()  # terminal view: scoreboard
+        # terminal view: the agents that ended on this step show the scoreboard, the ones that
+        # ended before it are blank (a task's rows for them may hold anything)
+        scores, blank = obs["vector"][term][..., 1:].sum(-1), (obs["vector"][term] == 0).all(-1)
+        assert (scores.max(-1) > 0).all() and ((scores > 0) | blank).all()
         restarts += prev_done.sum()
         prev_done = done
     assert restarts > 8
@@ -632,3 +637,56 @@ def test_gymnasium_joint_action_of_the_wrong_shape_names_the_spaces_shape():
     _, infos = vec.reset(seed=0)
     assert infos["group_reward"].dtype == vec.step(vec.action_space.sample())[4][
         "group_reward"].dtype == np.float32
+
+
+class Leaver(GroupEnv):
+    """Agent 1 leaves on the first step, agent 0 on the third; rows of agents gone hold 1e30
+    (allowed), each agent's row on the step it ends its last view. Bounds 0.5..2 leave out 0."""
+
+    def __init__(self, num_envs=1):
+        spec = GroupSpec(2, (ObsSpec("v", "vector", (2,), 0.5, 2.0),), 0, (2,), 10)
+        super().__init__(spec, num_envs)
+        self._gone = np.zeros((num_envs, 2), bool)
+
+    def _reset_envs(self, idx):
+        self.alive[idx], self._gone[idx] = True, False
+
+    def _step(self, cont, disc):
+        E = self.num_envs
+        leave = self.alive & (self.t[:, None] == np.array([2, 0]))
+        self.alive &= ~leave
+        return np.zeros((E, 2), np.float32), np.zeros(E, np.float32), leave, np.zeros((E, 2), bool)
+
+    def _observe(self, rows=slice(None)):
+        obs = np.ones((self.num_envs, 2, 2), np.float32)
+        obs[self._gone] = 1e30
+        self._gone |= ~self.alive
+        return (obs[rows],)
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_joint_views_blank_the_rows_of_agents_gone(flat):
+    """A task may leave anything in the rows of slots that are not alive; the joint views show
+    them blank (the bound nearest 0), so every observation stays inside its space, and show
+    an agent's own row on the step it ends (its last view)."""
+    env = GroupGymEnv(Leaver, flat=flat)
+    obs, _ = env.reset(seed=0)
+    views = [obs] + [env.step(np.zeros(env.action_space.shape, np.int64))[0] for _ in range(3)]
+    assert all(env.observation_space.contains(v) for v in views)
+    rows = [np.asarray(v["v"] if not flat else v[:4].reshape(2, 2)) for v in views]
+    np.testing.assert_array_equal(rows[1], [[1, 1], [1, 1]])  # agent 1's last view
+    np.testing.assert_array_equal(rows[2], [[1, 1], [0.5, 0.5]])  # then blank
+    assert list(obs) == list(env.observation_space.spaces) if not flat else True
+    for mode in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):
+        vec = GroupVectorEnv(Leaver, num_envs=2, autoreset_mode=mode, flat=flat)
+        vec.reset(seed=0)
+        for _ in range(7):
+            obs, *_, info = vec.step(np.zeros(vec.action_space.shape, np.int64))
+            assert vec.observation_space.contains(obs)
+            finals = info["final_obs"][info["_final_obs"]] if "final_obs" in info else []
+            assert all(vec.single_observation_space.contains(final) for final in finals)
+    absorbing = GroupParallelEnv(Leaver, death_mode="absorb")
+    absorbing.reset(seed=0)
+    for _ in range(2):
+        obs, *_ = absorbing.step({"agent_0": 0, "agent_1": 0})
+    assert absorbing.observation_space("agent_1").contains(obs["agent_1"])
