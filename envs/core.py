@@ -254,6 +254,9 @@ class GroupEnv(ABC):
     # (e.g. a PettingZoo env through poca.adapters) the team return, the sum of all rewards, is.
     # A task that pays only rewards to agents sets it False (its group return would stay 0).
     pays_group_reward: bool = True
+    # The agent slots' names in error messages ("agent_0"), set by a view that names its agents;
+    # None: "agent 0".
+    slot_names: list[str] | None = None
 
     def __init__(self, spec: GroupSpec, num_envs: int):
         self.spec = spec
@@ -508,7 +511,8 @@ class GroupEnv(ABC):
         bad = bad & self.alive
         if bad.any():
             e, a = np.argwhere(bad)[0]
-            raise ValueError(f"actions['{field}'] {what} for env {e}, agent {a} (episode step "
+            who = f"agent {a}" if self.slot_names is None else self.slot_names[a]
+            raise ValueError(f"actions['{field}'] {what} for env {e}, {who} (episode step "
                              f"{int(self.t[e]) + 1})")
 
     # -- task hooks --

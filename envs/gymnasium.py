@@ -20,10 +20,10 @@ import envs
 from envs.core import check_bool, check_int
 from envs.render import RENDER_MODES, EpisodeRenderer, check_render_mode
 from envs.spaces import (
+    first_allowed,
     joint_action_space,
     joint_observation_space,
     joint_to_core,
-    split_branches,
 )
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
@@ -315,12 +315,6 @@ class GroupVectorEnv(VectorEnv):
 
     def close_extras(self, **kwargs):
         self.core.close()
-
-
-def first_allowed(mask: np.ndarray, branches: tuple[int, ...]) -> np.ndarray:
-    """[..., sum(branches)] bool -> [..., len(branches)]: each branch's first allowed action (0
-    where none is, which the core then takes as any)."""
-    return np.stack([part.argmax(-1) for part in split_branches(mask, branches)], -1)
 
 
 def _restart_episodes(core, idx, ended_again):

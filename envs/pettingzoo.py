@@ -16,10 +16,19 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
+from pettingzoo.utils.conversions import parallel_to_aec_wrapper
+from pettingzoo.utils.wrappers import OrderEnforcingWrapper
 
 import envs
+from envs.core import check_int
 from envs.render import RENDER_MODES, EpisodeRenderer, check_render_mode
-from envs.spaces import agent_action_space, agent_mask, agent_observation_space, agent_to_core
+from envs.spaces import (
+    agent_action_space,
+    agent_mask,
+    agent_observation_space,
+    agent_to_core,
+    first_allowed,
+)
 
 DEATH_MODES = ("remove", "absorb")
 
@@ -48,7 +57,7 @@ class GroupParallelEnv(ParallelEnv):
             if "max_steps" in kwargs:
                 raise TypeError("give max_steps or max_cycles (PettingZoo's name for it), not "
                                 "both")
-            kwargs["max_steps"] = kwargs.pop("max_cycles")
+            kwargs["max_steps"] = check_int("max_cycles", kwargs.pop("max_cycles"), 1)
         self.core = envs.make_group(task, num_envs=1, **kwargs)
         self._render = EpisodeRenderer(self.core, render_mode, self.metadata["render_fps"])
         self.spec = self.core.spec
@@ -58,6 +67,7 @@ class GroupParallelEnv(ParallelEnv):
                          "name": envs.pettingzoo_id(task).split("/")[1].replace("-", "_")
                          if isinstance(task, str) else task.__name__}
         self.possible_agents = [f"agent_{i}" for i in range(self.spec.num_agents)]
+        self.core.slot_names = self.possible_agents  # errors name agents as this view does
         self._slot = {name: i for i, name in enumerate(self.possible_agents)}
         self.agents: list[str] = []
         self._obs_space = agent_observation_space(self.spec)
@@ -78,6 +88,24 @@ class GroupParallelEnv(ParallelEnv):
         if agent not in self._slot:
             self._unknown(agent)
         return self._act_space
+
+    def check_action(self, agent, action) -> None:
+        """Raise, as `step` would, if `agent` may not take `action` now (the others' actions
+        aside). The AEC form calls it on each agent's turn, so that a bad action is refused
+        when it is given, not when the last agent's turn completes the step."""
+        if agent not in self._slot:
+            self._unknown(agent)
+        if self._last is None:
+            raise RuntimeError("step() called before reset(): call reset() first")
+        slot, core = self._slot[agent], self.core
+        if not core.alive[0, slot]:
+            return  # ignored by `step`, as for an agent that has left
+        actions = agent_to_core(self.spec, [slot], [action])
+        if core._legal is not None:  # the other slots: an allowed action, so that only this
+            others = np.arange(self.spec.num_agents) != slot  # agent's can be at fault
+            actions["discrete"][0, others] = first_allowed(core._legal[0, others],
+                                                           self.spec.discrete_branches)
+        core._check_actions(actions)
 
     def _unknown(self, agent):
         raise ValueError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
@@ -222,8 +250,19 @@ class GroupParallelEnv(ParallelEnv):
         return info
 
 
-def aec_env(task: str | type = "Goal-v0", **kwargs):
-    """The AEC (turn-based) form of the same group, for tools that need one."""
-    from pettingzoo.utils.conversions import parallel_to_aec
+class _CheckedAEC(parallel_to_aec_wrapper):
+    """PettingZoo's parallel-to-AEC conversion, with each action checked on its agent's turn:
+    unchecked, a bad action is stored, raises on the last agent's turn, and again on every
+    retry (it stays stored) until `reset`."""
 
-    return parallel_to_aec(GroupParallelEnv(task, **kwargs))
+    def step(self, action):
+        agent = self.agent_selection
+        if not (self.terminations[agent] or self.truncations[agent]):
+            self.env.check_action(agent, action)
+        super().step(action)
+
+
+def aec_env(task: str | type = "Goal-v0", **kwargs):
+    """The AEC (turn-based) form of the same group, for tools that need one (what PettingZoo's
+    `parallel_to_aec` makes, with each action checked on its agent's turn)."""
+    return OrderEnforcingWrapper(_CheckedAEC(GroupParallelEnv(task, **kwargs)))

@@ -89,6 +89,12 @@ def split_branches(mask: np.ndarray, branches: tuple[int, ...]) -> list[np.ndarr
     return np.split(mask, np.cumsum(branches)[:-1], axis=-1)
 
 
+def first_allowed(mask: np.ndarray, branches: tuple[int, ...]) -> np.ndarray:
+    """[..., sum(branches)] bool -> [..., len(branches)]: each branch's first allowed action (0
+    where none is, which the core then takes as any)."""
+    return np.stack([part.argmax(-1) for part in split_branches(mask, branches)], -1)
+
+
 def joint_action_space(spec: GroupSpec, flat: bool = False) -> spaces.Space:
     A, (C, branches) = spec.num_agents, spec.action_sizes
     parts = {}

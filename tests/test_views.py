@@ -690,3 +690,52 @@ def test_joint_views_blank_the_rows_of_agents_gone(flat):
     for _ in range(2):
         obs, *_ = absorbing.step({"agent_0": 0, "agent_1": 0})
     assert absorbing.observation_space("agent_1").contains(obs["agent_1"])
+
+
+def test_aec_form_refuses_a_bad_action_on_its_own_turn():
+    """A bad action raises on the turn that gives it, naming the agent, and the env stays
+    usable (PettingZoo's plain conversion stored it, raised on the last agent's turn, and then
+    on every retry until reset)."""
+    aec = pettingzoo.make("aec", "groupenvs/goal-v0")
+    aec.reset(seed=0)
+    for bad in (7, "left", np.array([0.5])):
+        with pytest.raises(ValueError, match="agent_0"):
+            aec.step(bad)
+        assert aec.agent_selection == "agent_0"
+    aec.step(1)
+    aec.step(0)  # agent_1's turn completes the step
+    assert aec.agent_selection == "agent_0" and aec.rewards.keys() == {"agent_0", "agent_1"}
+
+
+class OnlyOne(GroupEnv):
+    """Two agents, three moves, of which the action mask allows only move 1."""
+
+    def __init__(self, num_envs=1):
+        super().__init__(GroupSpec(2, (ObsSpec("v", "vector", (1,)),), 0, (3,), 5), num_envs)
+
+    def _reset_envs(self, idx):
+        self.alive[idx] = True
+
+    def _step(self, cont, disc):
+        E = self.num_envs
+        return (np.zeros((E, 2), np.float32), np.zeros(E, np.float32), np.zeros((E, 2), bool),
+                np.zeros((E, 2), bool))
+
+    def _observe(self, rows=slice(None)):
+        return (np.zeros((self.num_envs, 2, 1), np.float32)[rows],)
+
+    def _action_mask(self):
+        return np.tile(np.array([False, True, False]), (self.num_envs, 2, 1))
+
+
+def test_aec_form_refuses_a_masked_move_on_its_own_turn():
+    aec = envs.pettingzoo.aec_env(OnlyOne)
+    aec.reset(seed=0)
+    with pytest.raises(ValueError, match=r"not allowed by the action_mask \(allowed there: \[1\]\) "
+                                         r"for env 0, agent_0"):
+        aec.step(2)
+    aec.step(1)
+    with pytest.raises(ValueError, match="agent_1"):
+        aec.step(0)
+    aec.step(1)
+    assert aec.agent_selection == "agent_0"
