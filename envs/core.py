@@ -276,8 +276,8 @@ class GroupEnv(ABC):
         self._deadline = spec.max_steps
         self.episode = np.zeros(E, dtype=np.int64)  # episodes started per env (random-stream key)
         self.env_ids = np.arange(E)
-        self._seed: int | None = None
-        self._keys_seed: int | None = None  # the seed `self._keys` were hashed from
+        self._seed: int | tuple[int, ...] | None = None  # a tuple: one per env
+        self._keys_seed: int | tuple[int, ...] | None = None  # what `self._keys` come from
         self._closed = False
         self.record_final = False  # set by rendering views: keep ended episodes' last state
         self._action_keys = {k for k, n in (("continuous", spec.continuous_size),
@@ -303,18 +303,28 @@ class GroupEnv(ABC):
         """Whether `reset` has picked the episodes' seed yet (given, or drawn from entropy)."""
         return self._seed is not None
 
-    def reset(self, seed: int | None = None) -> GroupStep:
-        """Start a new episode in every env. The same seed gives the same episodes."""
+    def reset(self, seed: int | list[int] | None = None) -> GroupStep:
+        """Start a new episode in every env. The same seed gives the same episodes. A list of
+        one seed per env gives env i the episodes that a lone env reset with seed i plays (as
+        Gymnasium's vectorizers seed their envs one by one)."""
         self._check_open()
         if seed is not None:
-            self._seed = check_int("seed", seed, 0)  # any size, as Gymnasium's
+            if isinstance(seed, (list, tuple, np.ndarray)):
+                if len(seed) != self.num_envs:
+                    raise ValueError(f"seed: a list needs one seed per env ({self.num_envs}), "
+                                     f"got {len(seed)}")
+                self._seed = tuple(check_int(f"seed[{i}]", s, 0) for i, s in enumerate(seed))
+            else:
+                self._seed = check_int("seed", seed, 0)  # any size, as Gymnasium's
             self.episode[:] = 0
         elif self._seed is None:
             self._seed = int(np.random.SeedSequence().entropy % 2**63)
         else:
             self.episode += 1
         if self._keys_seed != self._seed:  # the same seed hashes to the same keys: do it once
-            self._keys, self._keys_seed = env_keys(self._seed, self.num_envs), self._seed
+            self._keys = (np.concatenate([env_keys(s, 1) for s in self._seed])
+                          if isinstance(self._seed, tuple) else env_keys(self._seed, self.num_envs))
+            self._keys_seed = self._seed
         self._reset_envs(self.env_ids)
         self._restart_clock(self.env_ids)
         E, A = self.num_envs, self.max_agents

@@ -225,11 +225,12 @@ class GroupVectorEnv(VectorEnv):
         self._restart = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: ended on the last step
 
     def reset(self, *, seed=None, options=None):
-        if isinstance(seed, (list, tuple)) or np.ndim(seed) > 0:
-            raise TypeError(f"seed: one int for all {self.num_envs} groups (group i draws its "
-                            "episodes from (seed, i), whatever num_envs is), not a list per env")
-        super().reset(seed=seed)
-        step = self.core.reset(seed=_reported_seed(self, seed))
+        if isinstance(seed, (list, tuple)) or np.ndim(seed) > 0:  # one per group: group i
+            super().reset()  # plays what gymnasium.make(id).reset(seed=seed[i]) does
+            step = self.core.reset(seed=list(seed))
+        else:  # group i draws its episodes from (seed, i), whatever num_envs is
+            super().reset(seed=seed)
+            step = self.core.reset(seed=_reported_seed(self, seed))
         self._restart[:] = False
         self._elapsed[:] = 0
         return self._obs(step.obs, step.alive), self._with_mask(self._infos(

@@ -345,11 +345,31 @@ def test_native_make_vec_infos_have_the_keys_of_gymnasiums_sync_vectorizer(mode)
     assert keys[0] == keys[1] and "_group_reward" in keys[0], keys
 
 
-def test_native_make_vec_takes_one_seed_not_a_list():
-    vec = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2)
-    for seeds in ([1, 2], np.array([1, 2])):
-        with pytest.raises(TypeError, match=r"one int for all 2 groups \(group i draws"):
-            vec.reset(seed=seeds)
+def test_native_make_vec_takes_a_seed_per_group_as_sync_does():
+    """reset(seed=[...]) gives group i the episodes of make(id).reset(seed=seeds[i]), as
+    Gymnasium's sync vectorizer does with the same list."""
+    native = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=3, num_agents=3)
+    sync = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=3, vectorization_mode="sync",
+                              num_agents=3)
+    rng = np.random.default_rng(0)
+    for seeds in ([5, 0, 5], np.array([7, 8, 9])):
+        runs = [[native.reset(seed=seeds)[0]], [sync.reset(seed=[int(s) for s in seeds])[0]]]
+        for _ in range(40):
+            action = rng.integers(0, 2, (3, 3, 1))
+            for run, vec in zip(runs, (native, sync), strict=True):
+                run.append(vec.step(action)[:4])
+        for ours, theirs in zip(*runs, strict=True):
+            for a, b in zip(ours if isinstance(ours, tuple) else (ours,),
+                            theirs if isinstance(theirs, tuple) else (theirs,), strict=True):
+                for key in (a if isinstance(a, dict) else [None]):
+                    np.testing.assert_array_equal(a if key is None else a[key],
+                                                  b if key is None else b[key])
+    first = native.reset(seed=[5, 0, 5])[0]["vector"]
+    np.testing.assert_array_equal(first[0], first[2])  # the same seed, the same episodes
+    with pytest.raises(ValueError, match=r"one seed per env \(3\), got 2"):
+        native.reset(seed=[1, 2])
+    with pytest.raises(TypeError, match=r"seed\[1\] must be an int, got None"):
+        native.reset(seed=[1, None, 2])
 
 
 class Picky(envs.GroupEnv):
