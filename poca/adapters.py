@@ -165,9 +165,15 @@ class ParallelEnvGroup(GroupEnv):
         # see poca.workers): they draw that copy's seeds and errors name it
         self.first_copy = check_int("first_copy", first_copy, 0)
         self.copies = [env_fn() for _ in range(check_int("num_envs", num_envs, 1))]
+        if len({id(env) for env in self.copies}) < len(self.copies):
+            raise ValueError(f"the env factory returned the same env object for several of the "
+                             f"{len(self.copies)} copies: it must build a new env on each call "
+                             "(`lambda: make_my_env()`, not `lambda: env`), or every copy steps "
+                             "one env and the episodes are garbage")
         first = self.copies[0]
         self.fixed_slots = max_agents is None
         names = list(first.possible_agents)
+        self._possible = names  # slot i is names[i] in every copy (without max_agents)
         if not names:
             raise ValueError("the ParallelEnv has no possible_agents")
         A = len(names) if max_agents is None else check_int("max_agents", max_agents, 1)
@@ -360,8 +366,14 @@ class ParallelEnvGroup(GroupEnv):
                                  f"PettingZoo ParallelEnv API), got {_describe(out)}")
             obs, infos = _dicts(out, ("observations", "infos"), where, "reset()")
             self._started[e] = True
+            if self.fixed_slots and list(env.possible_agents) != self._possible:
+                raise ValueError(f"{where}: possible_agents is {list(env.possible_agents)}, not "
+                                 f"{self._possible} as when the run started (PettingZoo keeps "
+                                 "it fixed); for environments whose agents change, give the "
+                                 "most agents one episode can hold (--max-agents N, or "
+                                 "max_agents)")
             self.slots[e] = {} if not self.fixed_slots else {
-                n: i for i, n in enumerate(env.possible_agents)}
+                n: i for i, n in enumerate(self._possible)}
             for store in self.obs:
                 store[e] = 0
             self.alive[e] = False

@@ -197,6 +197,20 @@ class POCAConfig:
         return config
 
     @classmethod
+    def of(cls, config: POCAConfig | dict | str | Path | None) -> POCAConfig:
+        """What the Python API takes as a config: a POCAConfig, a mapping of one behavior's
+        settings (as `from_dict`), a YAML file or bundled preset name (as `load`), or None for
+        the defaults."""
+        if config is None or isinstance(config, cls):
+            return cls() if config is None else config
+        if isinstance(config, dict):
+            return cls.from_dict(config)
+        if isinstance(config, (str, Path)):
+            return cls.load(config)
+        raise TypeError(f"config must be a POCAConfig, a dict of settings, a YAML file or preset "
+                        f"name, or None, got {type(config).__name__}")
+
+    @classmethod
     def load(cls, source: str | Path) -> POCAConfig:
         """A YAML file path, or the name of a bundled preset (poca/configs/NAME.yaml). A file of
         that name in the working directory wins over the preset; a folder does not (a clone of

@@ -111,11 +111,13 @@ class Trainer:
     env's current step, the actor's and critic's LSTM memories, counters and episode logs).
     `run` trains; `load` continues from a checkpoint."""
 
-    def __init__(self, env: GroupEnv, config: POCAConfig, run_dir: str | Path | None = None,
+    def __init__(self, env: GroupEnv, config: POCAConfig | dict | str | Path,
+                 run_dir: str | Path | None = None,
                  env_id: str = "", env_kwargs: dict | None = None, progress: bool = True,
                  max_agents: int | None = None):
         # checked as a file's config is (numpy numbers made plain); num_envs is the env's
-        config = POCAConfig.from_dict({**config.to_dict(), "num_envs": env.num_envs})
+        config = POCAConfig.from_dict({**POCAConfig.of(config).to_dict(),
+                                       "num_envs": env.num_envs})
         if config.threaded:
             warnings.warn("threaded: true (an ML-Agents setting) does nothing here: collection "
                           "and updates take turns, each update on the newest policy",
@@ -603,7 +605,8 @@ def _shown(mean: float) -> str:
     return "n/a" if math.isnan(mean) else f"{mean:+.3f}"
 
 
-def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = None,
+def train(env_id, config: POCAConfig | dict | str | Path | None = None,
+          env_kwargs: dict | None = None,
           run_dir: str | Path | None = None, resume: bool | dict = False, progress: bool = False,
           max_agents: int | None = None, until=None, force: bool = False,
           starting=None) -> TrainResult:
@@ -611,11 +614,13 @@ def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = No
 
     `env_id`: a registered task ("groupenvs/Goal-v0"), a "module:factory" path (imported and
     called: it runs that module's code), or a callable returning a PettingZoo ParallelEnv (or,
-    taking `num_envs`, a GroupEnv). `max_agents`: slots for ParallelEnvs that add agents under
-    new names. `until(trainer)`: stop early when true. `starting(trainer)`: called once the env,
-    the networks and the run folder are made and checked, before training (the CLI says what it
-    trains there, so that bad input is its only output). `run_dir` is held by this process while
-    it trains; a new run refuses a folder that holds one. `resume`: continue the run in
+    taking `num_envs`, a GroupEnv). `config`: a `POCAConfig`, a dict of settings, a YAML file or
+    bundled preset name ("goal"), or None for the defaults. `max_agents`: slots for
+    ParallelEnvs that add agents under new names. `until(trainer)`: stop early when true.
+    `starting(trainer)`: called once the env, the networks and the run folder are made and
+    checked, before training (the CLI says what it trains there, so that bad input is its only
+    output). `run_dir` is held by this process while it trains; a new run refuses a folder that
+    holds one. `resume`: continue the run in
     `run_dir` (True, or its latest checkpoint already read with `checkpoint.load`) with its own
     config, env arguments and `max_agents`; `config`/`env_kwargs`/`max_agents` may only change
     `max_steps` and `threads` unless `force`.
@@ -623,6 +628,7 @@ def train(env_id, config: POCAConfig | None = None, env_kwargs: dict | None = No
     from poca.adapters import env_name, make_env
 
     name = env_name(env_id)
+    config = None if config is None else POCAConfig.of(config)  # None: the run's, on resume
     state, latest = None, None
     if resume is not False:
         if run_dir is None:

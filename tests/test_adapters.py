@@ -972,3 +972,34 @@ def test_vector_bounds_beyond_1e9_and_pixels_above_an_image_s_high():
     with pytest.raises(ValueError, match=r"holds 255, above its space's high 1 \(the networks "
                                          r"divide its pixels by 1\)"):
         _encode(spaces.Box(0, 1, (2, 2, 1), np.uint8), np.full((2, 2, 1), 255, np.uint8), "obs")
+
+
+def test_a_factory_that_returns_one_env_for_every_copy_is_refused():
+    """Every copy would step that one env once per batch step: garbage episodes, no error."""
+    shared = Leaving()
+    with pytest.raises(ValueError, match="returned the same env object for several of the 4 "
+                                         "copies: it must build a new env on each call"):
+        make_env(lambda: shared, 4)
+    assert make_env(lambda: shared, 1).num_envs == 1
+
+
+class Growing(Leaving):
+    """possible_agents gains an agent at a reset once `grow` is set (PettingZoo keeps it
+    fixed)."""
+
+    grow = False
+
+    def reset(self, seed=None, options=None):
+        if self.grow:
+            self.possible_agents = ["a_0", "a_1", "a_2", "a_3"]
+        return super().reset(seed, options)
+
+
+def test_possible_agents_that_change_are_named_not_an_index_error():
+    env = make_env(Growing, 1)
+    env.reset(seed=0)
+    env.copies[0].grow = True
+    with pytest.raises(ValueError, match=r"env copy 0, reset: possible_agents is \['a_0', "
+                                         r"'a_1', 'a_2', 'a_3'\], not \['a_0', 'a_1', 'a_2'\]"
+                                         r".*--max-agents"):
+        env.reset(seed=1)

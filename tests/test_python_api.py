@@ -167,3 +167,18 @@ def test_means_of_no_episodes_are_empty_cells_not_nan(tmp_path):
     assert rows and all(row["mean_group_return"] == row["mean_team_return"] == ""
                         for row in rows)
     assert all(row["policy_loss"] != "" for row in rows)
+
+
+def test_train_takes_a_dict_or_a_preset_name_as_the_cli_takes_a_file():
+    """A dict of settings and a preset name train as the POCAConfig they describe (the same
+    run, step for step); anything else is a TypeError that says what to pass."""
+    config = small(max_steps=600)
+    runs = [train("Goal-v0", c).team_log for c in (config, config.to_dict())]
+    assert runs[0] and runs[0] == runs[1]
+    runs = [train("Goal-v0", c, until=lambda trainer: trainer.agent_steps >= 600).team_log
+            for c in ("goal", POCAConfig.load("goal"))]
+    assert runs[0] and runs[0] == runs[1]
+    with pytest.raises(ValueError, match="learning_rate must be > 0"):
+        train("Goal-v0", {"hyperparameters": {"learning_rate": 0.0}})
+    with pytest.raises(TypeError, match="config must be a POCAConfig, a dict of settings"):
+        train("Goal-v0", 3)
