@@ -194,6 +194,10 @@ class ParallelEnvGroup(GroupEnv):
         self.slots: list[dict[str, int]] = [{} for _ in range(E)]
         self._has_mask = (isinstance(self.obs_space, spaces.Dict)
                           and "action_mask" in self.obs_space.spaces)
+        if self._has_mask and not branches:
+            warnings.warn(f"agent {names[0]!r}: the observation's 'action_mask' is ignored: the "
+                          f"action space {_one_line(self.act_space)} has no discrete actions to "
+                          "mask", RuntimeWarning, stacklevel=2)
         self.pays_group_reward = False  # until its infos (at reset or a step) show a group_reward
         self._final_frames: dict[int, np.ndarray] = {}  # for rendering: ended episodes' last
         self._started = np.zeros(E, dtype=bool)

@@ -1003,3 +1003,20 @@ def test_possible_agents_that_change_are_named_not_an_index_error():
                                          r"'a_1', 'a_2', 'a_3'\], not \['a_0', 'a_1', 'a_2'\]"
                                          r".*--max-agents"):
         env.reset(seed=1)
+
+
+class MaskedBox(Masked):
+    """An action_mask in the observation, but Box actions: nothing for it to mask."""
+
+    @functools.cache
+    def action_space(self, agent):
+        return spaces.Box(-1, 1, (3,), np.float32)
+
+
+def test_an_action_mask_beside_continuous_actions_is_not_ignored_silently():
+    with pytest.warns(RuntimeWarning, match=r"'action_mask' is ignored: the action space "
+                                            r"Box\(.*\) has no discrete actions to mask"):
+        make_env(MaskedBox, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make_env(Masked, 1)
