@@ -110,7 +110,7 @@ class GroupGymEnv(gymnasium.Env):
     def step(self, action):
         if self._over:
             raise RuntimeError("step() needs a running episode: call reset() first")
-        _check_shape(self.action_space, action)  # before the core's batched shape is added
+        _check_action(self.action_space, action)  # before the core's batched shape is added
         step = self.core.step(joint_to_core(self.core.spec, _add_env_axis(action), self.flat))
         ended = bool(step.group_done[0])
         truncated = bool(step.group_truncated[0])
@@ -144,19 +144,35 @@ def _mask_info(mask, rows) -> dict:
     return {} if mask is None else {"action_mask": mask[rows].copy()}
 
 
-def _check_shape(space, action) -> None:
-    """A joint action (or each part of a hybrid one) must have its space's shape."""
-    parts = ([(f"action[{key!r}]", space[key], action[key]) for key in space.spaces
-              if key in action] if isinstance(space, gymnasium.spaces.Dict)
-             and isinstance(action, dict) else [("action", space, action)])
+def _check_action(space, action) -> None:
+    """A joint action (or each part of a hybrid one) must have its space's shape and kind of
+    number (ints for discrete parts, floats for continuous ones), checked here so that the
+    error speaks of the space the caller sees, not of the core's batched arrays."""
+    if isinstance(space, gymnasium.spaces.Dict):
+        if not isinstance(action, dict):
+            raise ValueError(f"action must be a dict with keys {list(space.spaces)} (the action "
+                             f"space is {_one_line(space)}), got {type(action).__name__}")
+        parts = [(f"action[{key!r}]", space[key], action[key]) for key in space.spaces
+                 if key in action]
+    else:
+        parts = [("action", space, action)]
     for name, part_space, value in parts:
         try:
-            shape = np.shape(value)
+            value = np.asarray(value)
         except ValueError:  # ragged
-            shape = "ragged"
-        if shape != part_space.shape:
             raise ValueError(f"{name} must have the action space's shape {part_space.shape}, "
-                             f"got {shape}")
+                             "got a ragged sequence") from None
+        if value.shape != part_space.shape:
+            raise ValueError(f"{name} must have the action space's shape {part_space.shape}, "
+                             f"got {value.shape}")
+        discrete = np.dtype(part_space.dtype).kind in "iu"  # batched: an int Box
+        if value.dtype.kind not in ("iu" if discrete else "f"):
+            raise ValueError(f"{name} must hold {'ints' if discrete else 'floats'}, as its space "
+                             f"{_one_line(part_space)} does, got {value.dtype}")
+
+
+def _one_line(space) -> str:
+    return " ".join(str(space).split())  # MultiDiscrete prints a nested array on many lines
 
 
 def _add_env_axis(action):
@@ -250,6 +266,7 @@ class GroupVectorEnv(VectorEnv):
 
     def step(self, actions):
         core, spec = self.core, self.core.spec
+        _check_action(self.action_space, actions)
         actions = joint_to_core(spec, actions, self.flat)
         restart = np.flatnonzero(self._restart)
         if len(restart):  # these envs' actions are ignored: any valid value will do

@@ -283,7 +283,7 @@ def test_flat_joint_view_has_1d_spaces(kind):
     vec = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, num_agents=3, flat=True)
     assert vec.single_action_space == gymnasium.spaces.MultiDiscrete([2, 2, 2])
     vec.reset(seed=0)
-    with pytest.raises(ValueError, match="3 entries per env"):
+    with pytest.raises(ValueError, match=r"action space's shape \(2, 3\), got \(2, 3, 1\)"):
         vec.step(np.zeros((2, 3, 1), np.int64))
 
 
@@ -759,3 +759,24 @@ def test_aec_form_refuses_a_masked_move_on_its_own_turn():
         aec.step(0)
     aec.step(1)
     assert aec.agent_selection == "agent_0"
+
+
+@pytest.mark.parametrize("sizes, action, message", [
+    ((0, 1), np.array([[0.0], [1.0]]), r"action must hold ints, as its space "
+                                       r"MultiDiscrete\(\[\[2\] \[2\]\]\) does, got float64"),
+    ((0, 1), np.array([[True], [False]]), "action must hold ints.*got bool"),
+    ((1, 0), np.array([[1], [0]]), r"action must hold floats, as its space Box\(.*got int64"),
+    ((1, 1), (np.zeros((2, 1), np.float32), np.zeros((2, 1), np.int64)),
+     r"action must be a dict with keys \['continuous', 'discrete'\].*got tuple"),
+])
+def test_joint_view_errors_speak_of_the_callers_action_space(sizes, action, message):
+    """Not of the core's batched arrays ("actions['discrete'] must be int [1, 2, 1]")."""
+    env = gymnasium.make("groupenvs/Goal-v0", action_sizes=sizes)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=message):
+        env.step(action)
+    if not isinstance(action, tuple):  # the batched view says the same of its batch
+        vec = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, action_sizes=sizes)
+        vec.reset(seed=0)
+        with pytest.raises(ValueError, match=message.split(" as its space")[0]):
+            vec.step(np.stack([action, action]))
