@@ -204,7 +204,11 @@ def restore(trainer, path: str | Path, state: dict | None = None) -> None:
     streams. `state`: that checkpoint when it was already read with `load`."""
     state = load(path, trainer.spec, state)  # read once, or only checked
     put_back(trainer, state, path)
-    trainer.last_checkpoint, trainer._saved_at = Path(path), trainer.agent_steps
+    # saved as it is, unless resumed with another config (--force, a new max_steps): then the
+    # run's end saves it again, also with no step left to train, so that its checkpoint holds
+    # the config that config.json shows and a later resume goes on with
+    same = state["config"] == trainer.config.to_dict()
+    trainer.last_checkpoint, trainer._saved_at = Path(path), trainer.agent_steps if same else -1
 
 
 def put_back(trainer, state: dict, source) -> None:

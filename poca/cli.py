@@ -1,4 +1,4 @@
-"""`poca train | eval | play`: MA-POCA from the command line.
+"""`poca train | eval | play | compare`: MA-POCA from the command line.
 
     poca train groupenvs/Goal-v0 --config goal
     poca eval groupenvs/Goal-v0 --checkpoint runs/.../checkpoints/latest.pt --episodes 100
@@ -94,8 +94,8 @@ def path_argument(text: str) -> Path:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="poca", description="MA-POCA for groupenvs and "
-                                     "any GroupEnv.")
+    parser = argparse.ArgumentParser(prog="poca", description="MA-POCA for groupenvs' tasks, "
+                                     "any PettingZoo ParallelEnv and any GroupEnv.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", help="train a group policy")
@@ -126,7 +126,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--max-agents", type=int, help="agent slots, for PettingZoo envs that "
                        "add agents under new names")
 
-    ev = _checkpoint_parser(sub, "eval", "mean and spread of the group return of a checkpoint",
+    ev = _checkpoint_parser(sub, "eval", "mean and spread of a checkpoint's return (the group "
+                            "return; the team return for envs that pay no group reward)",
                             episodes=100, seed=12345)
     ev.add_argument("--deterministic", action="store_true", help="most likely actions")
     ev.add_argument("--json", action="store_true", help="print one JSON object")

@@ -458,7 +458,11 @@ def _resolve(cls, f):
 
 def _coerce(value, typ, name):
     if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0:  # np.int64(3)
-        value = value.item()  # a plain number: configs go into checkpoints and JSON
+        # a plain number: configs go into checkpoints and JSON. A float32's shortest decimal
+        # (np.float32(1e-3) -> 0.001), not its exact binary value (0.0010000000474974513),
+        # which a resume given the plain 1e-3 would refuse as a change
+        narrow = value.dtype.kind == "f" and value.dtype.itemsize < 8
+        value = float(str(value)) if narrow else value.item()
     if typ is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if typ is int and isinstance(value, float) and value.is_integer():

@@ -49,6 +49,12 @@ def test_numpy_numbers_in_a_config_or_a_spec_train_and_save(tmp_path):
     assert checkpoint.spec_dict(spec) == checkpoint.spec_dict(envs.GroupSpec(
         2, (envs.ObsSpec("v", "vector", (3,), -1.0, 1.0),), 0, (2,), 10))
     checkpoint.check_plain(checkpoint.spec_dict(spec), "spec")  # what a save requires
+    # a float32 setting is the number it was written as, so a resume given it plainly agrees
+    narrow = small().override({"hyperparameters.learning_rate": np.float32(1e-3),
+                               "hyperparameters.beta": np.float16(0.3)})
+    assert narrow.hyperparameters.learning_rate == 1e-3 and narrow.hyperparameters.beta == 0.3
+    assert POCAConfig.from_dict(narrow.to_dict()) == small().override(
+        {"hyperparameters.learning_rate": 1e-3, "hyperparameters.beta": 0.3})
 
 
 @pytest.mark.parametrize("context", ["no_grad", "inference_mode", "float64"])

@@ -162,6 +162,22 @@ def test_python_resume_uses_the_runs_config(tmp_path):
     assert checkpoint.load(run / "checkpoints" / "latest.pt")["env_kwargs"] == {"num_agents": 3}
 
 
+def test_a_forced_resume_with_no_step_left_saves_the_config_it_wrote(tmp_path):
+    """config.json says the new setting; the checkpoint that a later resume reads must too
+    (it kept the old one when the run had nothing left to train). A plain resume with nothing
+    to do rewrites nothing."""
+    run = tmp_path / "run"
+    train("Goal-v0", small_config(), run_dir=run)
+    latest = run / "checkpoints" / "latest.pt"
+    before = latest.stat().st_mtime_ns
+    train("Goal-v0", run_dir=run, resume=True)
+    assert latest.stat().st_mtime_ns == before
+    train("Goal-v0", small_config(**{"hyperparameters.beta": 0.02}), run_dir=run, resume=True,
+          force=True)
+    shown = json.loads((run / "config.json").read_text())["config"]["hyperparameters"]["beta"]
+    assert shown == checkpoint.load(latest)["config"]["hyperparameters"]["beta"] == 0.02
+
+
 def test_wall_seconds_go_on_across_a_resume(tmp_path):
     run = tmp_path / "run"
     train("Goal-v0", small_config(), run_dir=run)
