@@ -9,8 +9,11 @@ import math
 import os
 import pickle
 import signal
+import struct
 import sys
 import warnings
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -563,6 +566,25 @@ def _reshaped(state):
     return {**state, "actor": actor}
 
 
+def _flipped(good_checkpoint) -> bytes:
+    """The good checkpoint's bytes with 32 bytes flipped inside its largest tensor record: a
+    file torch.load reads, as other weights (torch never checks the records' checksums)."""
+    raw = bytearray(Path(good_checkpoint).read_bytes())
+    with zipfile.ZipFile(good_checkpoint) as archive:
+        record = max((i for i in archive.infolist() if "/data/" in i.filename),
+                     key=lambda i: i.file_size)
+    name_size, extra_size = struct.unpack("<HH", raw[record.header_offset + 26:
+                                                     record.header_offset + 30])
+    start = record.header_offset + 30 + name_size + extra_size
+    raw[start:start + 32] = bytes(b ^ 0x55 for b in raw[start:start + 32])
+    return bytes(raw)
+
+
+def _nan_actor(state):
+    return {**state, "actor": {k: v * math.nan if v.is_floating_point() else v
+                               for k, v in state["actor"].items()}}
+
+
 CHECKPOINT_CASES = [  # (name, how to make it from a good state, fragment)
     ("payload", lambda s, t: {**s, "extra": Payload(t)}, "refused without running them"),
     ("payload only", lambda s, t: Payload(t), "refused without running them"),
@@ -580,6 +602,8 @@ CHECKPOINT_CASES = [  # (name, how to make it from a good state, fragment)
     ("actor not tensors", lambda s, t: {**s, "actor": {"w": 1.0}}, "'actor' must map"),
     ("steps str", lambda s, t: {**s, "agent_steps": "10"}, "'agent_steps' is a str"),
     ("wrong shapes", lambda s, t: _reshaped(s), "does not hold a policy for this environment"),
+    ("flipped bytes", _flipped, "is damaged: its record 'archive/data/"),
+    ("nan weights", lambda s, t: _nan_actor(s), "holds NaN/inf in 'actor."),
 ]
 
 
@@ -587,6 +611,8 @@ def _make_checkpoint(tmp_path, good_checkpoint, make):
     path, target = tmp_path / "ckpt.pt", tmp_path / "pwned"
     if isinstance(make, bytes):
         path.write_bytes(make)
+    elif make is _flipped:
+        path.write_bytes(make(good_checkpoint))
     else:
         torch.save(make(torch.load(good_checkpoint, weights_only=True), target), path)
     return path, target
