@@ -108,7 +108,8 @@ def claim(run_dir: Path, fresh: bool, agent_steps: int):
     `fresh`: a new run; the folder must not hold one (the metrics.csv of a run stopped before
     its first checkpoint are dropped). Otherwise the run continues from `agent_steps`: rows of
     metrics.csv past it (written after the checkpoint by a process that was then killed) are
-    dropped. Half-written checkpoint files are removed either way.
+    dropped, and step files past it (a run rolled back to an earlier checkpoint) set aside.
+    Half-written checkpoint files are removed either way.
     """
     run_dir = Path(run_dir)
     theirs = not_a_runs(run_dir) if fresh else []
@@ -136,6 +137,7 @@ def claim(run_dir: Path, fresh: bool, agent_steps: int):
             (run_dir / "metrics.csv").unlink(missing_ok=True)
         else:
             truncate_metrics(run_dir / "metrics.csv", agent_steps)
+            set_aside_later_checkpoints(run_dir / "checkpoints", agent_steps)
         yield run_dir
     finally:
         handle.close()  # releases the lock
@@ -189,6 +191,19 @@ def truncate_metrics(path: Path, agent_steps: int) -> None:
     with open(tmp, "w", newline="") as f:
         csv.writer(f).writerows(keep)
     os.replace(tmp, path)
+
+
+def set_aside_later_checkpoints(folder: Path, agent_steps: int) -> None:
+    """Move the step files past `agent_steps` (a run resumed from an earlier checkpoint copied
+    over latest.pt) into `abandoned-after-<agent_steps>/`: they belong to the branch the run
+    left, and among its own files they would outrank them (pruning keeps the highest steps, so
+    it deleted the files the resumed run wrote). Moved, not deleted: nothing is lost."""
+    later = [p for p in step_checkpoints(folder) if int(p.stem[5:]) > agent_steps]
+    if later:
+        aside = folder / f"abandoned-after-{agent_steps}"
+        aside.mkdir(exist_ok=True)
+        for path in later:
+            os.replace(path, aside / path.name)
 
 
 class Interrupts:

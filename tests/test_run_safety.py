@@ -629,3 +629,22 @@ def test_config_json_is_whole_or_unchanged_and_a_failed_write_is_one_line(tmp_pa
     with pytest.raises(runfolder.RunFolderError, match=r"cannot write .*config.json: No space"):
         runfolder.write_atomically(target, '{"env_id": "x"}')
     assert target.read_text() == "{}" and [p.name for p in tmp_path.iterdir()] == ["config.json"]
+
+
+def test_a_rolled_back_run_sets_the_abandoned_branch_aside(tmp_path):
+    """Resumed from an earlier step file copied over latest.pt, the later step files belong to
+    the branch left behind: moved aside (not deleted), they no longer outrank the new branch's
+    files, which pruning deleted in their place (even the one just written, with keep 1)."""
+    run = tmp_path / "run"
+    train("Goal-v0", small_config(max_steps=1200, keep_checkpoints=0), run_dir=run)
+    folder = run / "checkpoints"
+    steps = runfolder.step_checkpoints(folder)
+    back, later = steps[1], steps[2:]
+    assert later
+    (folder / "latest.pt").write_bytes(back.read_bytes())
+    result = train("Goal-v0", small_config(max_steps=1000, keep_checkpoints=1), run_dir=run,
+                   resume=True, force=True)
+    kept = runfolder.step_checkpoints(folder)
+    assert kept == [result.checkpoint] and result.checkpoint.exists()
+    aside = folder / f"abandoned-after-{int(back.stem[5:])}"
+    assert sorted(p.name for p in aside.iterdir()) == [p.name for p in later]
