@@ -35,8 +35,18 @@ def check_display(instead: str) -> None:
     elif sys.platform.startswith("linux") and not (os.environ.get("DISPLAY")
                                                    or os.environ.get("WAYLAND_DISPLAY")):
         why = "neither DISPLAY nor WAYLAND_DISPLAY is set"
-    else:
-        return
+    else:  # a DISPLAY with no server behind it (a stale ssh forward): pygame then falls back
+        # to its off-screen driver without a word, so ask it which driver it got
+        os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
+        import pygame
+
+        pygame.display.init()
+        driver = pygame.display.get_driver()
+        if driver not in ("dummy", "offscreen"):
+            return
+        pygame.display.quit()
+        shown = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+        why = f"no window could be opened on {shown!r} (SDL fell back to drawing off-screen)"
     raise ValueError(f"--render human needs a display, but {why}; {instead}")
 
 

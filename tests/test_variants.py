@@ -1,6 +1,7 @@
 """Goal's observation variants (memory, visual, entity lists) and rendering."""
 
 import itertools
+import sys
 import warnings
 
 import gymnasium
@@ -207,3 +208,20 @@ def test_play_refuses_bad_input_before_playing(argv, message, tmp_path, capsys):
     assert stop.value.code == 2
     captured = capsys.readouterr()
     assert message in captured.err and "episode 0" not in captured.out
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11's DISPLAY")
+def test_a_display_with_no_server_behind_it_is_refused(monkeypatch):
+    """A stale DISPLAY (an old ssh forward): SDL falls back to drawing off-screen without a
+    word, and a played episode would show nowhere."""
+    import pygame
+
+    from envs.render import check_display
+
+    monkeypatch.delenv("SDL_VIDEODRIVER", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    monkeypatch.setenv("DISPLAY", ":987")  # no X server listens there
+    pygame.display.quit()
+    with pytest.raises(ValueError, match="no window could be opened on ':987'.*; do this"):
+        check_display("do this")
+    assert not pygame.display.get_init()
