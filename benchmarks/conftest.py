@@ -14,11 +14,24 @@ BASELINE = Path(__file__).with_name("baseline.json")
 STRICT_FACTOR = 2.0  # --bench-strict: median steps-to-threshold at most this x the baseline
 
 
+def _seeds(value: str) -> int:
+    """A seed count: 0 would run nothing and pass (a green CI that checked nothing)."""
+    import argparse
+
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {value!r}") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {count}")
+    return count
+
+
 def pytest_addoption(parser):
     from benchmarks.breaks import BREAKS
 
     group = parser.getgroup("benchmarks")
-    group.addoption("--bench-seeds", type=int, default=1, help="seeds per case (default 1)")
+    group.addoption("--bench-seeds", type=_seeds, default=1, help="seeds per case (default 1)")
     group.addoption("--bench-report", default="bench-results",
                     help="folder for JSON records and learning-curve plots")
     group.addoption("--bench-strict", action="store_true",
@@ -29,12 +42,12 @@ def pytest_addoption(parser):
     group.addoption("--third-party", action="store_true",
                     help="also run the third-party group (PettingZoo tasks, minutes per case; "
                          "or select it alone with -m third_party)")
-    group.addoption("--third-party-seeds", type=int, default=3,
+    group.addoption("--third-party-seeds", type=_seeds, default=3,
                     help="seeds per third-party case (default 3)")
     group.addoption("--paper", action="store_true",
                     help="also run the paper comparison: POCA against the `independent` critic "
                          "on the paper tasks, same seeds (minutes per seed; or -m paper)")
-    group.addoption("--paper-seeds", type=int, default=3,
+    group.addoption("--paper-seeds", type=_seeds, default=3,
                     help="seeds per paper comparison (default 3)")
     group.addoption("--slow", action="store_true",
                     help="also run the slow cases (Push Block's 3M agent-steps: 5-11 minutes of "
@@ -88,12 +101,27 @@ def pytest_sessionstart(session):
     session.config._bench_started = time.time()
 
 
-def _records(config) -> list[dict]:
-    folder = Path(config.getoption("--bench-report"))
+def _session_records(folder: Path, config, fields: tuple[str, ...]) -> list[dict]:
+    """The JSON records in `folder` that this session wrote: others there (an earlier session,
+    another tool's output in the same folder) are left out, not read as ours."""
     started = getattr(config, "_bench_started", 0)
-    records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] \
-        if folder.is_dir() else []
-    return [r for r in records if r["finished_at"] >= started]
+    records = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and all(f in record for f in fields) and \
+                isinstance(record["finished_at"], (int, float)) and \
+                record["finished_at"] >= started:
+            records.append(record)
+    return records
+
+
+def _records(config) -> list[dict]:
+    return _session_records(Path(config.getoption("--bench-report")), config,
+                            ("case", "finished_at", "passed", "steps_to_threshold", "budget",
+                             "final_return"))
 
 
 def _by_case(records: list[dict]) -> dict[str, list[dict]]:
@@ -125,11 +153,10 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    folder = Path(config.getoption("--bench-report")) / "third-party"
     started = getattr(config, "_bench_started", 0)
-    third = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] \
-        if folder.is_dir() else []
-    third = [r for r in third if r["finished_at"] >= started]
+    third = _session_records(Path(config.getoption("--bench-report")) / "third-party", config,
+                             ("case", "method", "seed", "finished_at", "final_team_return",
+                              "budget", "train_wall_s"))
     if third:
         from benchmarks.third_party import table
 
@@ -154,6 +181,11 @@ def pytest_terminal_summary(terminalreporter, config):
         write(f"  ^ {case}: median steps-to-threshold is {ratio:.1f}x the baseline"
               + (" (fails with --bench-strict)" if not config.getoption("--bench-strict")
                  else " -> FAILED (--bench-strict)"))
+    unchecked = sorted(case for case in _by_case(records)
+                       if not baseline.get(case, {}).get("steps_to_threshold"))
+    if config.getoption("--bench-strict") and unchecked:
+        write(f"  --bench-strict did not check {', '.join(unchecked)}: no steps_to_threshold "
+              f"in {BASELINE.name}")
 
 
 def summary_table(records: list[dict], baseline: dict) -> list[str]:

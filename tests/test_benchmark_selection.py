@@ -81,3 +81,31 @@ def test_a_budget_run_reports_but_does_not_fail_on_thresholds(tmp_path, capsys):
     assert main(["--cases", "simple-discrete", "--budget", "100", "--report",
                  str(tmp_path)]) == 0  # 100 agent-steps reach no threshold
     assert "simple-discrete" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag", ["--bench-seeds", "--third-party-seeds", "--paper-seeds"])
+def test_seed_counts_below_one_are_refused_not_a_green_run_of_nothing(flag):
+    out = subprocess.run([sys.executable, "-m", "pytest", "benchmarks", "--collect-only", "-q",
+                          "-p", "no:cacheprovider", flag, "0"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == pytest.ExitCode.USAGE_ERROR
+    assert f"argument {flag}: must be at least 1, got 0" in out.stderr
+
+
+def test_the_summary_reads_only_this_sessions_records(tmp_path):
+    """Other JSON in the report folder (a `poca compare --out` folder, notes, an earlier
+    session, a half-written file) is left out instead of crashing the closing summary."""
+    import json
+    import types
+
+    from benchmarks.conftest import _session_records
+
+    ours = {"case": "simple-discrete", "finished_at": 200.0, "passed": True}
+    for name, content in {"ours": ours, "older": {**ours, "finished_at": 50.0},
+                          "notes": {"hello": 1}, "list": [1, 2],
+                          "stamp": {**ours, "finished_at": "yesterday"}}.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(content))
+    (tmp_path / "half.json").write_text('{"case": "simple-')
+    config = types.SimpleNamespace(_bench_started=100.0)
+    assert _session_records(tmp_path, config, ("case", "finished_at", "passed")) == [ours]
+    assert _session_records(tmp_path / "absent", config, ("case",)) == []
