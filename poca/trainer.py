@@ -530,12 +530,17 @@ class _MetricsWriter:
                 self.file.flush()  # a kill before the first row leaves a run's file, not ""
             try:
                 from torch.utils.tensorboard import SummaryWriter
-
+            except ImportError:  # not installed: metrics.csv alone
+                SummaryWriter = None
+            except Exception as err:  # installed but broken (protobuf's TypeError, say): the
+                SummaryWriter = None  # run must not die for its logs
+                warnings.warn(f"TensorBoard logs are off: importing it failed ("
+                              f"{type(err).__name__}: {err}); metrics.csv is written as usual",
+                              RuntimeWarning, stacklevel=2)
+            if SummaryWriter is not None:
                 # events past the run's checkpoint (of a killed process, or of a run that died
                 # before its first checkpoint) are hidden, as metrics.csv drops those rows
                 self.tb = SummaryWriter(str(run_dir / "tensorboard"), purge_step=initial + 1)
-            except ImportError:
-                pass
 
     def _rate(self, trainer) -> float:
         return (trainer.agent_steps - self.start_steps) / max(time.perf_counter() - self.start,

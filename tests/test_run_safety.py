@@ -648,3 +648,22 @@ def test_a_rolled_back_run_sets_the_abandoned_branch_aside(tmp_path):
     assert kept == [result.checkpoint] and result.checkpoint.exists()
     aside = folder / f"abandoned-after-{int(back.stem[5:])}"
     assert sorted(p.name for p in aside.iterdir()) == [p.name for p in later]
+
+
+def test_a_broken_tensorboard_install_costs_the_logs_not_the_run(tmp_path, monkeypatch):
+    """An installed TensorBoard whose import fails with something else than ImportError (a
+    protobuf version clash raises TypeError) killed the run before its first checkpoint."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def broken(name, *args, **kwargs):
+        if name == "torch.utils.tensorboard":
+            raise TypeError("Descriptors cannot be created directly.")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", broken)
+    with pytest.warns(RuntimeWarning, match="TensorBoard logs are off: importing it failed "
+                                            r"\(TypeError: Descriptors cannot"):
+        result = train("Goal-v0", small_config(), run_dir=tmp_path / "run")
+    assert result.checkpoint.exists() and (tmp_path / "run" / "metrics.csv").exists()
