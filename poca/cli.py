@@ -173,12 +173,20 @@ def _play(args) -> int:
     # module:factory envs are made with render_mode="rgb_array"; copy 0 is shown
     env = make_env(args.env_id, 1, _env_kwargs(args, state), _max_agents(args, state),
                    render_mode="rgb_array", max_episode_steps=args.max_episode_steps)
-    returns = play(load_actor(args.checkpoint, env, state), env, args.episodes, args.seed,
-                   args.render, args.record)
     name, other = _scores(env.pays_group_reward)
-    for i, (group, team) in enumerate(returns):
+
+    def episode_done(i: int, group: float, team: float) -> None:  # as each ends
         scores = {"group return": group, "team return": team}
-        print(f"episode {i}: {name} {scores[name]:+.3f}; {_named(other)} {scores[other]:+.3f}")
+        print(f"episode {i}: {name} {scores[name]:+.3f}; {_named(other)} {scores[other]:+.3f}",
+              flush=True)
+
+    try:
+        play(load_actor(args.checkpoint, env, state), env, args.episodes, args.seed,
+             args.render, args.record, episode_done=episode_done)
+    except KeyboardInterrupt:
+        if args.record:  # what was played is written (play's finally): say where
+            print(f"recorded what was played before the interrupt: {args.record}")
+        raise
     if args.record:
         print(f"recorded {args.record}")
     return 0

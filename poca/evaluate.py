@@ -96,11 +96,14 @@ def episode_returns(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: b
 
 
 def play(actor: Actor, env: GroupEnv, episodes: int, seed: int = 0, render: str | None = None,
-         record=None, fps: int = 10) -> list[tuple[float, float]]:
+         record=None, fps: int = 10, episode_done=None) -> list[tuple[float, float]]:
     """Watch (render="human") and/or record (a .gif or .mp4 path) a trained group.
 
-    Returns each episode's (group return, team return). GIFs need Pillow
-    (`pip install "groupenvs[gif]"`), mp4 imageio with ffmpeg (`pip install "groupenvs[video]"`).
+    Returns each episode's (group return, team return), and hands each to
+    `episode_done(episode, group return, team return)` as it ends. An mp4 is written as the
+    frames come; a GIF (Pillow writes it whole) when playing stops. Stopped with Ctrl-C, the
+    recording holds what was played; after an error there is none. GIFs need Pillow (`pip install
+    "groupenvs[gif]"`), mp4 imageio with ffmpeg (`pip install "groupenvs[video]"`).
     """
     from envs.render import EpisodeRenderer, check_display
 
@@ -112,43 +115,88 @@ def play(actor: Actor, env: GroupEnv, episodes: int, seed: int = 0, render: str 
         check_display("record instead with --record FILE.gif or FILE.mp4")
     views = [EpisodeRenderer(env, mode, fps) for mode in
              (render, "rgb_array" if record else None) if mode]
-    frames, returns = [], []
+    recording = _Recording(Path(record), fps) if record is not None else None
+    returns = []
     acting = Acting(actor, 1, env.spec.num_agents, torch.device("cpu"),
                     torch.Generator().manual_seed(seed))
 
     def record_frame(view, episode: int, t: int) -> None:
-        if view.mode != "rgb_array":
-            return
-        frames.append(view.render())
-        if frames[-1].shape != frames[0].shape:  # now, not as a garbled file after playing
-            (h, w), (h0, w0) = frames[-1].shape[:2], frames[0].shape[:2]
+        if view.mode == "rgb_array":
+            recording.add(view.render(), episode, t)
+
+    keep = False  # the recording: kept when playing ends, or is stopped with Ctrl-C
+    try:
+        for episode in range(episodes):
+            step = env.reset(seed=seed + episode)
+            acting.reset()
+            for view in views:
+                view.start()
+                record_frame(view, episode, 0)
+            group = team = 0.0
+            done, t = False, 0
+            while not done:
+                after = env.step(acting.act(step).actions)
+                acting.observe(step, after)
+                group += float(after.group_reward[0])
+                team += float(after.group_reward[0] + after.reward[0].sum())
+                done, t = bool(after.group_done[0]), t + 1
+                for view in views:
+                    view.step(after)
+                    record_frame(view, episode, t)
+                step = after
+            returns.append((group, team))
+            if episode_done is not None:
+                episode_done(episode, group, team)
+        keep = True
+    except KeyboardInterrupt:
+        keep = True  # the user's stop: what was played is written
+        raise
+    finally:
+        for view in views:
+            view.close()
+        if recording is not None:
+            recording.close(keep)
+    return returns
+
+
+class _Recording:
+    """A recording's frames, checked to keep one size, written to `path`: an mp4 as they come
+    (memory stays flat over any number of episodes), a GIF on `close` (Pillow writes it whole).
+    `close(keep)` writes what was recorded, or (not `keep`) leaves no file."""
+
+    def __init__(self, path: Path, fps: int):
+        self.path, self.fps = path, fps
+        self.frames: list[np.ndarray] = []  # a GIF's
+        self.first = self.writer = None
+
+    def add(self, frame: np.ndarray, episode: int, t: int) -> None:
+        if self.first is None:
+            self.first = frame.shape
+        elif frame.shape != self.first:  # now, not as a garbled file after playing
+            (h, w), (h0, w0) = frame.shape[:2], self.first[:2]
             raise ValueError(f"episode {episode}, step {t}: the frame is {w}x{h}, the first "
                              f"was {w0}x{h0}; a recording needs frames of one size")
+        if self.path.suffix.lower() != ".mp4":
+            self.frames.append(frame)
+            return
+        if self.writer is None:
+            import imageio.v2 as imageio
 
-    for episode in range(episodes):
-        step = env.reset(seed=seed + episode)
-        acting.reset()
-        for view in views:
-            view.start()
-            record_frame(view, episode, 0)
-        group = team = 0.0
-        done, t = False, 0
-        while not done:
-            after = env.step(acting.act(step).actions)
-            acting.observe(step, after)
-            group += float(after.group_reward[0])
-            team += float(after.group_reward[0] + after.reward[0].sum())
-            done, t = bool(after.group_done[0]), t + 1
-            for view in views:
-                view.step(after)
-                record_frame(view, episode, t)
-            step = after
-        returns.append((group, team))
-    for view in views:
-        view.close()
-    if record:
-        _write_video(frames, Path(record), fps)
-    return returns
+            self.writer = imageio.get_writer(self.path, fps=self.fps, macro_block_size=1)
+        h, w = frame.shape[:2]  # H.264 wants even sizes: pad by one row/column when odd
+        self.writer.append_data(np.pad(frame, ((0, h % 2), (0, w % 2), (0, 0))))
+
+    def close(self, keep: bool) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            if not keep:
+                self.path.unlink(missing_ok=True)
+        elif self.frames and keep:
+            from PIL import Image
+
+            images = [Image.fromarray(f) for f in self.frames]
+            images[0].save(self.path, save_all=True, append_images=images[1:],
+                           duration=1000 // self.fps, loop=0)
 
 
 RECORD_FORMATS = {".gif": ("PIL", 'Pillow: pip install "groupenvs[gif]"'),
@@ -177,19 +225,3 @@ def check_record_path(path) -> None:
     if importlib.util.find_spec(module) is None or (
             suffix == ".mp4" and importlib.util.find_spec("imageio") is None):
         raise ImportError(f"recording {suffix} needs {hint}")
-
-
-def _write_video(frames: list[np.ndarray], path: Path, fps: int) -> None:
-    check_record_path(path)
-    if path.suffix.lower() == ".gif":
-        from PIL import Image
-
-        images = [Image.fromarray(f) for f in frames]
-        images[0].save(path, save_all=True, append_images=images[1:], duration=1000 // fps,
-                       loop=0)
-        return
-    import imageio.v2 as imageio
-
-    h, w = frames[0].shape[:2]  # H.264 wants even sizes: pad by one row/column when odd
-    pad = ((0, h % 2), (0, w % 2), (0, 0))
-    imageio.mimwrite(path, [np.pad(f, pad) for f in frames], fps=fps, macro_block_size=1)

@@ -236,3 +236,38 @@ def test_eval_runs_many_episodes_in_batches_of_env_copies(third_party, batch_eva
     sizes.clear()
     assert main([*argv, "--episodes", "10"]) == 0
     assert json.loads(capsys.readouterr().out)["episodes"] == 10 and sizes == [4, 4, 4]
+
+
+@pytest.mark.parametrize("suffix", [".gif", ".mp4"])
+def test_play_stopped_with_ctrl_c_keeps_what_was_played(tmp_path, suffix):
+    """Each episode is reported as it ends; Ctrl-C leaves the recording of the episodes
+    played (it was written only when all had played); an error leaves none."""
+    pytest.importorskip("PIL" if suffix == ".gif" else "imageio_ffmpeg")
+    from poca.adapters import make_env
+    from poca.config import POCAConfig
+    from poca.evaluate import check_record_path, play
+    from poca.networks import Actor
+
+    check_record_path(tmp_path / f"x{suffix}")  # its writer is installed
+    env = make_env("Goal-v0", 1)
+    actor = Actor(env.spec, POCAConfig().network_settings)
+    ended = []
+
+    def stop_after_two(episode, group, team):
+        ended.append(episode)
+        if episode == 1:
+            raise KeyboardInterrupt
+
+    stopped, whole = tmp_path / f"stopped{suffix}", tmp_path / f"whole{suffix}"
+    with pytest.raises(KeyboardInterrupt):
+        play(actor, env, 5, record=stopped, episode_done=stop_after_two)
+    assert ended == [0, 1]
+    play(actor, env, 2, record=whole)  # the same two episodes (seeds 0 and 1), played out
+    assert stopped.stat().st_size == whole.stat().st_size > 0
+
+    def fail(episode, group, team):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        play(actor, env, 2, record=tmp_path / f"failed{suffix}", episode_done=fail)
+    assert not (tmp_path / f"failed{suffix}").exists()
