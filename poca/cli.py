@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
 import json
 import os
@@ -388,7 +389,10 @@ def _handled() -> tuple[type, ...]:
 
 
 def _ours(err: BaseException) -> bool:
-    """Raised by this package's own checks (not from inside someone else's code)."""
+    """Raised by this package's own checks (not from inside someone else's code), or a path
+    given that the file system refuses as too long (pathlib raises it, for any path we make)."""
+    if isinstance(err, OSError) and err.errno == errno.ENAMETOOLONG:
+        return True
     tb = err.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next

@@ -474,6 +474,7 @@ CLI_CASES += [
     (["Goal-v0", "--set", "max_steps.x=1"], "max_steps is a setting, not a section: "
                                             "'max_steps.x' names nothing"),
     (["Goal-v0", "--set", "hyperparameters.lambd.y.z=1"], "hyperparameters.lambd is a setting"),
+    (["Goal-v0", "--run-dir", "a" * 300], "File name too long"),  # raised inside pathlib
 ]
 if not torch.cuda.is_available():
     CLI_CASES.append((["Goal-v0", "--device", "cuda"], "device 'cuda' is not available here"))
