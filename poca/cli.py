@@ -312,7 +312,11 @@ def _eval(args) -> int:
               "mean": float(returns.mean()), "std": float(returns.std()),
               "min": float(returns.min()), "max": float(returns.max()),
               "group_mean": float(group.mean()), "group_std": float(group.std()),
-              "team_mean": float(team.mean()), "team_std": float(team.std())}
+              "team_mean": float(team.mean()), "team_std": float(team.std()),
+              # what the numbers came from, so that a record says how to measure it again
+              "checkpoint": str(args.checkpoint), "agent_steps": state["agent_steps"],
+              "env_kwargs": env_kwargs, "seed": args.seed, "deterministic": args.deterministic,
+              "returns": [float(r) for r in returns]}
     if args.json:
         print(json.dumps(result))
     else:

@@ -97,6 +97,12 @@ def test_third_party_train_and_eval_lead_with_the_team_return(third_party, capsy
     result = json.loads(capsys.readouterr().out)
     assert result["score"] == "team return" and result["group_mean"] == 0.0
     assert result["mean"] == result["team_mean"] > 0  # random-ish policies still score
+    # what the numbers came from: enough to measure them again
+    assert (result["checkpoint"], result["seed"], result["deterministic"]) == (
+        checkpoint, 12345, False)
+    assert result["agent_steps"] > 0 and result["env_kwargs"] == {}
+    assert len(result["returns"]) == 8 and np.mean(result["returns"]) == pytest.approx(
+        result["mean"])
     assert main(["eval", "scored_pz:Scored", "--checkpoint", checkpoint, "--episodes", "8"]) == 0
     assert capsys.readouterr().out.startswith("team return (sum of all rewards) over 8 episodes")
 
