@@ -112,8 +112,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int)
     train.add_argument("--run-dir", type=path_argument, help="default: runs/<env>/<time>")
     train.add_argument("--resume", action="store_true", help="continue the run in --run-dir "
-                       "with its saved config; only --max-steps, --threads, --env-workers and "
-                       "--no-progress may differ")
+                       "with its saved config; only --max-steps, --threads, --device, "
+                       "--env-workers and --no-progress may differ")
     train.add_argument("--force", action="store_true", help="with --resume: allow changing "
                        "other settings of the run")
     train.add_argument("--device", help="cpu, cuda or cuda:N")
@@ -267,6 +267,9 @@ def _train(args) -> int:
     print(f"{verb} {steps:,} agent-steps ({result.agent_steps:,} in all), "
           f"{episodes:,} episodes ({result.episodes:,} in all) in {result.wall_seconds:.1f} s "
           f"({rate:,.0f} agent-steps/s)")
+    if state and not steps and not result.interrupted:
+        print(f"the run had already reached max_steps {config.max_steps:,}; to train it "
+              "further, resume with a larger --max-steps")
     if not result.episode_log:  # the means of no episodes would print as +nan
         print("last 20 episodes: none has ended yet" + ("" if result.interrupted else
               " (an episode is longer than this run; raise --max-steps)"))

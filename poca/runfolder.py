@@ -21,8 +21,9 @@ from poca.config import POCAConfig
 
 SAVE_EVERY_SECONDS = 300.0  # a checkpoint at least this often, whatever checkpoint_interval says
 LOCK = ".lock"
-# Config keys a resumed run may change: they do not change what is learned.
-RESUMABLE = ("max_steps", "threads", "num_env_workers")
+# Config keys a resumed run may change: where and how long it computes, not what it learns
+# (threads and device round differently, as another machine does).
+RESUMABLE = ("max_steps", "threads", "num_env_workers", "device")
 
 try:
     import fcntl
@@ -298,7 +299,8 @@ def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwar
                 if settings.get("network_settings.normalize_value") == (False, True) else "")
         raise ValueError("a resumed run keeps its settings; this would change "
                          + "; ".join(changes) + ". Only --max-steps (and --threads, "
-                         "--env-workers, --no-progress) may differ; pass --force (force=True) "
+                         "--device, --env-workers, --no-progress) may differ; pass --force "
+                         "(force=True) "
                          "to change them anyway" + hint)
     return (config or own), (saved["env_kwargs"] if env_kwargs is None else env_kwargs), (
         own_slots if max_agents is None else max_agents)

@@ -106,10 +106,12 @@ def test_readme_resume_example_keeps_the_runs_config(tmp_path, monkeypatch, caps
     assert main(["train", "groupenvs/Goal-v0", "--config", "goal", "--run-dir", "runs/mine",
                  "--max-steps", "2000", "--no-progress"]) == 0
     first = json.loads(Path("runs/mine/config.json").read_text())
+    capsys.readouterr()
     assert main(["train", "groupenvs/Goal-v0", "--run-dir", "runs/mine", "--resume",
                  "--no-progress"]) == 0  # as written in the README; nothing left to train
+    assert ("the run had already reached max_steps 2,000; to train it further, resume with a "
+            "larger --max-steps") in capsys.readouterr().out
     before = checkpoint.load(Path("runs/mine/checkpoints/latest.pt"))
-    capsys.readouterr()
     assert main(["train", "groupenvs/Goal-v0", "--run-dir", "runs/mine", "--resume",
                  "--max-steps", "3000", "--no-progress"]) == 0
     state = checkpoint.load(Path("runs/mine/checkpoints/latest.pt"))
@@ -667,3 +669,23 @@ def test_a_broken_tensorboard_install_costs_the_logs_not_the_run(tmp_path, monke
                                             r"\(TypeError: Descriptors cannot"):
         result = train("Goal-v0", small_config(), run_dir=tmp_path / "run")
     assert result.checkpoint.exists() and (tmp_path / "run" / "metrics.csv").exists()
+
+
+def test_more_threads_than_cpus_warn():
+    with pytest.warns(RuntimeWarning, match=r"torch threads on \d+ CPUs wait on each other"):
+        Trainer(make_env("Goal-v0", 4), small_config(threads=(os.cpu_count() or 1) + 1),
+                progress=False)
+
+
+def test_a_resume_may_move_the_run_to_another_device():
+    """Trained on a GPU, continued on a CPU: where it computes, not what it learns (threads
+    round differently too, and may change)."""
+    config = POCAConfig().override({"device": "cuda", "max_steps": 1000})
+    state = {"config": config.to_dict(), "env_id": "Goal-v0", "env_kwargs": {},
+             "spec": {"num_agents": 2}}
+    moved, *_ = runfolder.resumed_config(state, config.override({"device": "cpu"}), "Goal-v0",
+                                         None, None, force=False)
+    assert moved.device == "cpu"
+    with pytest.raises(ValueError, match="seed 0 -> 1"):
+        runfolder.resumed_config(state, config.override({"device": "cpu", "seed": 1}),
+                                 "Goal-v0", None, None, force=False)
