@@ -137,6 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--render", choices=["human"], help="show a window")
     pl.add_argument("--record", type=path_argument,
                     help="write a .gif (needs Pillow) or .mp4 (imageio)")
+    pl.add_argument("--deterministic", action="store_true", help="most likely actions")
     from poca import compare  # poca compare: the paper's critic comparison (poca/compare.py)
 
     compare.add_parser(sub)
@@ -183,7 +184,8 @@ def _play(args) -> int:
 
     try:
         play(load_actor(args.checkpoint, env, state), env, args.episodes, args.seed,
-             args.render, args.record, episode_done=episode_done)
+             args.render, args.record, episode_done=episode_done,
+             deterministic=args.deterministic)
     except KeyboardInterrupt:
         if args.record:  # what was played is written (play's finally): say where
             print(f"recorded what was played before the interrupt: {args.record}")

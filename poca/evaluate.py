@@ -96,10 +96,12 @@ def episode_returns(actor: Actor, env: GroupEnv, seed: int = 0, deterministic: b
 
 
 def play(actor: Actor, env: GroupEnv, episodes: int, seed: int = 0, render: str | None = None,
-         record=None, fps: int = 10, episode_done=None) -> list[tuple[float, float]]:
+         record=None, fps: int = 10, episode_done=None, deterministic: bool = False
+         ) -> list[tuple[float, float]]:
     """Watch (render="human") and/or record (a .gif or .mp4 path) a trained group.
 
-    Returns each episode's (group return, team return), and hands each to
+    Returns each episode's (group return, team return) (`deterministic`: the most likely
+    actions, as `poca eval --deterministic`), and hands each to
     `episode_done(episode, group return, team return)` as it ends. An mp4 is written as the
     frames come; a GIF (Pillow writes it whole) when playing stops. Stopped with Ctrl-C, the
     recording holds what was played; after an error there is none. GIFs need Pillow (`pip install
@@ -135,7 +137,7 @@ def play(actor: Actor, env: GroupEnv, episodes: int, seed: int = 0, render: str 
             group = team = 0.0
             done, t = False, 0
             while not done:
-                after = env.step(acting.act(step).actions)
+                after = env.step(acting.act(step, deterministic).actions)
                 acting.observe(step, after)
                 group += float(after.group_reward[0])
                 team += float(after.group_reward[0] + after.reward[0].sum())

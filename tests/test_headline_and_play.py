@@ -277,3 +277,19 @@ def test_play_stopped_with_ctrl_c_keeps_what_was_played(tmp_path, suffix):
     with pytest.raises(RuntimeError, match="boom"):
         play(actor, env, 2, record=tmp_path / f"failed{suffix}", episode_done=fail)
     assert not (tmp_path / f"failed{suffix}").exists()
+
+
+def test_play_deterministic_plays_what_eval_deterministic_scores(tmp_path, capsys):
+    from poca.trainer import train
+
+    run = tmp_path / "run"
+    train("Goal-v0", "goal", run_dir=run, until=lambda trainer: trainer.agent_steps >= 4000)
+    latest = str(run / "checkpoints" / "latest.pt")
+    assert main(["eval", "Goal-v0", "--checkpoint", latest, "--episodes", "1", "--seed", "5",
+                 "--deterministic", "--json"]) == 0
+    scored = json.loads(capsys.readouterr().out)["mean"]
+    assert main(["play", "Goal-v0", "--checkpoint", latest, "--episodes", "1", "--seed", "5",
+                 "--deterministic", "--record", str(tmp_path / "x.gif")]) == 0
+    played = float(re.search(r"episode 0: group return ([+-]\d+\.\d+)",
+                             capsys.readouterr().out).group(1))
+    assert played == pytest.approx(scored, abs=1e-3)
