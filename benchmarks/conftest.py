@@ -121,7 +121,7 @@ def _session_records(folder: Path, config, fields: tuple[str, ...]) -> list[dict
 def _records(config) -> list[dict]:
     return _session_records(Path(config.getoption("--bench-report")), config,
                             ("case", "finished_at", "passed", "steps_to_threshold", "budget",
-                             "final_return"))
+                             "final_return", "wall_seconds", "agent_steps_per_s"))
 
 
 def _by_case(records: list[dict]) -> dict[str, list[dict]]:

@@ -309,7 +309,7 @@ class GroupEnv(ABC):
         Gymnasium's vectorizers seed their envs one by one)."""
         self._check_open()
         if seed is not None:
-            if isinstance(seed, (list, tuple, np.ndarray)):
+            if isinstance(seed, (list, tuple)) or np.ndim(seed) > 0:
                 if len(seed) != self.num_envs:
                     raise ValueError(f"seed: a list needs one seed per env ({self.num_envs}), "
                                      f"got {len(seed)}")

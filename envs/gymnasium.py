@@ -35,9 +35,13 @@ def _joint_obs(spec, view, alive, rows, flat=False, shown=None):
     show their component's blank value, since a task may leave anything in the rows of slots
     that are not alive (1e30, NaN) and the observation must stay inside the view's space."""
     alive = alive[rows]
-    shown = alive if shown is None else shown[rows]
-    parts = [np.where(shown.reshape(shown.shape + (1,) * (part.ndim - 2)), part[rows],
-                      part.dtype.type(o.blank)) for o, part in zip(spec.obs, view, strict=True)]
+    hidden = ~(alive if shown is None else shown[rows])
+    blanking = bool(hidden.any())
+    # fresh arrays (a flat view's concatenate copies anyway), blanked in place
+    parts = [part[rows].copy() if blanking or not flat else part[rows] for part in view]
+    if blanking:
+        for o, part in zip(spec.obs, parts, strict=True):
+            part[hidden] = o.blank
     if flat:
         return np.concatenate([part.reshape(len(alive), -1) for part in parts] + [alive], axis=1,
                               dtype=np.float32)

@@ -67,6 +67,8 @@ class GroupParallelEnv(ParallelEnv):
                          "name": envs.pettingzoo_id(task).split("/")[1].replace("-", "_")
                          if isinstance(task, str) else task.__name__}
         self.possible_agents = [f"agent_{i}" for i in range(self.spec.num_agents)]
+        # (index, spec) of the observation components in the space's key order (Dict sorts)
+        self._components = sorted(enumerate(self.spec.obs), key=lambda item: item[1].name)
         self.core.slot_names = self.possible_agents  # errors name agents as this view does
         self._slot = {name: i for i, name in enumerate(self.possible_agents)}
         self.agents: list[str] = []
@@ -166,9 +168,9 @@ class GroupParallelEnv(ParallelEnv):
         mask = step.action_mask
         if len(view) == 1:  # one component: each agent gets a row of one fresh array
             rows = view[0][0].copy()
-        else:
-            names = [o.name for o in self.spec.obs]
-            parts = [part[0].copy() for part in view]  # fresh arrays: agents get views of them
+        else:  # fresh arrays: agents get views of them
+            names = [o.name for _, o in self._components]
+            parts = [view[k][0].copy() for k, _ in self._components]
         obs, rewards, infos = {}, {}, {}
         for a in agents:
             i = slot[a]
@@ -234,13 +236,12 @@ class GroupParallelEnv(ParallelEnv):
     def _agent_obs(self, view, i):
         if len(view) == 1:
             return view[0][0, i].copy()
-        return dict(sorted((o.name, part[0, i].copy())  # the space's key order (Dict sorts)
-                           for o, part in zip(self.spec.obs, view, strict=True)))
+        return {o.name: view[k][0, i].copy() for k, o in self._components}
 
     def _zero_obs(self):
         if len(self.spec.obs) == 1:
             return np.full(self.spec.obs[0].shape, self.spec.obs[0].blank, self.spec.obs[0].dtype)
-        return dict(sorted((o.name, np.full(o.shape, o.blank, o.dtype)) for o in self.spec.obs))
+        return {o.name: np.full(o.shape, o.blank, o.dtype) for _, o in self._components}
 
     def _info(self, step, i):
         info = {"individual_reward": float(step.reward[0, i]),

@@ -25,8 +25,9 @@ def check_render_mode(mode) -> None:
 
 
 def check_display(instead: str) -> None:
-    """Fail if a window cannot be shown (Linux without DISPLAY/WAYLAND_DISPLAY, or SDL told to
-    draw off-screen) rather than silently drawing nowhere; `instead` says what to do then."""
+    """Fail if a window cannot be shown (Linux without DISPLAY/WAYLAND_DISPLAY, SDL told to
+    draw off-screen, or no display server where they point: pygame is asked which driver it
+    got) rather than silently drawing nowhere; `instead` says what to do then."""
     import sys
 
     driver = os.environ.get("SDL_VIDEODRIVER", "")
@@ -40,13 +41,17 @@ def check_display(instead: str) -> None:
         os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
         import pygame
 
-        pygame.display.init()
-        driver = pygame.display.get_driver()
-        if driver not in ("dummy", "offscreen"):
-            return
-        pygame.display.quit()
-        shown = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
-        why = f"no window could be opened on {shown!r} (SDL fell back to drawing off-screen)"
+        where = os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+        where = f" on {where!r}" if where else ""
+        try:
+            pygame.display.init()
+        except pygame.error as err:  # a driver asked for (SDL_VIDEODRIVER=x11) and not there
+            why = f"no window could be opened{where} ({err})"
+        else:
+            if pygame.display.get_driver() not in ("dummy", "offscreen"):
+                return
+            pygame.display.quit()
+            why = f"no window could be opened{where} (SDL fell back to drawing off-screen)"
     raise ValueError(f"--render human needs a display, but {why}; {instead}")
 
 

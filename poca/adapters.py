@@ -166,6 +166,8 @@ class ParallelEnvGroup(GroupEnv):
         self.first_copy = check_int("first_copy", first_copy, 0)
         self.copies = [env_fn() for _ in range(check_int("num_envs", num_envs, 1))]
         if len({id(env) for env in self.copies}) < len(self.copies):
+            for env in {id(env): env for env in self.copies}.values():
+                env.close()
             raise ValueError(f"the env factory returned the same env object for several of the "
                              f"{len(self.copies)} copies: it must build a new env on each call "
                              "(`lambda: make_my_env()`, not `lambda: env`), or every copy steps "

@@ -217,6 +217,7 @@ def save_trainer(trainer, state: dict | None = None) -> Path:
     for old in runfolder.step_checkpoints(folder)[:-keep] if keep else []:
         old.unlink()
     trainer.last_checkpoint, trainer._saved_at = path, state["agent_steps"]
+    trainer._config_unsaved = False
     return path
 
 
@@ -225,11 +226,11 @@ def restore(trainer, path: str | Path, state: dict | None = None) -> None:
     streams. `state`: that checkpoint when it was already read with `load`."""
     state = load(path, trainer.spec, state)  # read once, or only checked
     put_back(trainer, state, path)
-    # saved as it is, unless resumed with another config (--force, a new max_steps): then the
-    # run's end saves it again, also with no step left to train, so that its checkpoint holds
-    # the config that config.json shows and a later resume goes on with
-    same = state["config"] == trainer.config.to_dict()
-    trainer.last_checkpoint, trainer._saved_at = Path(path), trainer.agent_steps if same else -1
+    trainer.last_checkpoint, trainer._saved_at = Path(path), trainer.agent_steps
+    # resumed with another config (--force, a new max_steps): the run's end saves again, also
+    # with no step left to train, so that its checkpoint holds the config that config.json
+    # shows and a later resume goes on with
+    trainer._config_unsaved = state["config"] != trainer.config.to_dict()
 
 
 def put_back(trainer, state: dict, source) -> None:
@@ -240,7 +241,11 @@ def put_back(trainer, state: dict, source) -> None:
         trainer.actor.load_state_dict(state["actor"])
         trainer.critic.load_state_dict(trainer.critic.in_own_units(state["critic"]))
         trainer.optimizer.load_state_dict(state["optimizer"])
-        trainer.generator.set_state(state["generator"])
+        if state["generator"].numel() == trainer.generator.get_state().numel():
+            trainer.generator.set_state(state["generator"])
+        else:  # saved on another device (a CUDA generator's state is 16 bytes, a CPU one's
+            # 5,056): a stream seeded from the run's seed and update count, as its envs are
+            trainer.generator.manual_seed(trainer.config.seed + 1_000_003 * state["updates"])
     except (RuntimeError, ValueError, KeyError, TypeError) as err:
         raise CheckpointError(
             f"{source} does not fit this network configuration: {one_line(err)}") from None

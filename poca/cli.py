@@ -12,6 +12,7 @@ import gc
 import json
 import os
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -27,6 +28,7 @@ ENV_HELP = ("groupenvs/Goal-v0, Goal-v0, or module:factory: a PettingZoo Paralle
             "that code, so use only modules you trust")
 PACKAGE_DIRS = tuple(str(Path(__file__).resolve().parent.parent / d) + os.sep
                      for d in ("poca", "envs"))
+STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 
 
 def _json_dict(text: str) -> dict:
@@ -187,7 +189,7 @@ def _play(args) -> int:
              args.render, args.record, episode_done=episode_done,
              deterministic=args.deterministic)
     except KeyboardInterrupt:
-        if args.record:  # what was played is written (play's finally): say where
+        if args.record and Path(args.record).exists():  # written by play: say where
             print(f"recorded what was played before the interrupt: {args.record}")
         raise
     if args.record:
@@ -320,7 +322,9 @@ def _eval(args) -> int:
               "team_mean": float(team.mean()), "team_std": float(team.std()),
               # what the numbers came from, so that a record says how to measure it again
               "checkpoint": str(args.checkpoint), "agent_steps": state["agent_steps"],
-              "env_kwargs": env_kwargs, "seed": args.seed, "deterministic": args.deterministic,
+              "env_kwargs": env_kwargs, "max_agents": _max_agents(args, state),
+              "max_episode_steps": args.max_episode_steps, "seed": args.seed,
+              "deterministic": args.deterministic,
               "returns": [float(r) for r in returns]}
     if args.json:
         print(json.dumps(result))
@@ -399,13 +403,16 @@ def _handled() -> tuple[type, ...]:
 
 def _ours(err: BaseException) -> bool:
     """Raised by this package's own checks (not from inside someone else's code), or a path
-    given that the file system refuses as too long (pathlib raises it, for any path we make)."""
-    if isinstance(err, OSError) and err.errno == errno.ENAMETOOLONG:
-        return True
+    the file system refuses as too long, where our code handed it to the standard library
+    (pathlib raises it)."""
+    frames = []
     tb = err.__traceback__
-    while tb is not None and tb.tb_next is not None:
+    while tb is not None:
+        frames.append(tb.tb_frame.f_code.co_filename)
         tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_filename.startswith(PACKAGE_DIRS)
+    if isinstance(err, OSError) and err.errno == errno.ENAMETOOLONG:
+        frames = [f for f in frames if not f.startswith(STDLIB)]  # who handed the path over
+    return bool(frames) and frames[-1].startswith(PACKAGE_DIRS)
 
 
 if __name__ == "__main__":

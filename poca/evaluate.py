@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -181,18 +182,21 @@ class _Recording:
         if self.path.suffix.lower() != ".mp4":
             self.frames.append(frame)
             return
-        if self.writer is None:
-            import imageio.v2 as imageio
+        if self.writer is None:  # into a file beside it, put in place when kept: an error or
+            import imageio.v2 as imageio  # a kill leaves a file already there as it was
 
-            self.writer = imageio.get_writer(self.path, fps=self.fps, macro_block_size=1)
+            self.partial = self.path.with_name(f".{self.path.stem}.partial{self.path.suffix}")
+            self.writer = imageio.get_writer(self.partial, fps=self.fps, macro_block_size=1)
         h, w = frame.shape[:2]  # H.264 wants even sizes: pad by one row/column when odd
         self.writer.append_data(np.pad(frame, ((0, h % 2), (0, w % 2), (0, 0))))
 
     def close(self, keep: bool) -> None:
         if self.writer is not None:
             self.writer.close()
-            if not keep:
-                self.path.unlink(missing_ok=True)
+            if keep:
+                os.replace(self.partial, self.path)
+            else:
+                self.partial.unlink(missing_ok=True)
         elif self.frames and keep:
             from PIL import Image
 

@@ -196,13 +196,17 @@ def truncate_metrics(path: Path, agent_steps: int) -> None:
 
 def set_aside_later_checkpoints(folder: Path, agent_steps: int) -> None:
     """Move the step files past `agent_steps` (a run resumed from an earlier checkpoint copied
-    over latest.pt) into `abandoned-after-<agent_steps>/`: they belong to the branch the run
+    over latest.pt) into `abandoned-after-<agent_steps>/` (`-2`, `-3`... after later rollbacks
+    to the same step): they belong to the branch the run
     left, and among its own files they would outrank them (pruning keeps the highest steps, so
     it deleted the files the resumed run wrote). Moved, not deleted: nothing is lost."""
     later = [p for p in step_checkpoints(folder) if int(p.stem[5:]) > agent_steps]
     if later:
-        aside = folder / f"abandoned-after-{agent_steps}"
-        aside.mkdir(exist_ok=True)
+        aside, n = folder / f"abandoned-after-{agent_steps}", 1
+        while aside.exists():  # rolled back to this step before: that branch's files stay
+            n += 1
+            aside = folder / f"abandoned-after-{agent_steps}-{n}"
+        aside.mkdir()
         for path in later:
             os.replace(path, aside / path.name)
 

@@ -123,7 +123,8 @@ class Trainer:
             warnings.warn("threaded: true (an ML-Agents setting) does nothing here: collection "
                           "and updates take turns, each update on the newest policy",
                           stacklevel=2)
-        cpus = os.cpu_count() or 1
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)  # the CPUs this process may use
         if config.threads > cpus:
             warnings.warn(f"threads: {config.threads} torch threads on {cpus} CPUs wait on "
                           "each other (1000 on 2 CPUs trained about 150x slower); use at most "
@@ -144,6 +145,7 @@ class Trainer:
         self.team_log: list[float] = []
         self.last_checkpoint: Path | None = None
         self._saved_at = 0
+        self._config_unsaved = False  # resumed with a config its checkpoint does not hold
         # the seed's initial weights, drawn without touching the caller's global generator
         with torch_settings(config.threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
@@ -263,7 +265,7 @@ class Trainer:
                     if folder is not None and not diverged:
                         with signals.held(then_raise=False):  # a second Ctrl-C waits for this
                             if safe is not None or self._saved_at != self.agent_steps \
-                                    or self.last_checkpoint is None:
+                                    or self.last_checkpoint is None or self._config_unsaved:
                                 checkpoint.save_trainer(self, safe)
         done = safe or {"agent_steps": self.agent_steps, "episodes": self.episodes,
                         "episode_log": self.episode_log, "team_log": self.team_log}
@@ -634,7 +636,8 @@ def train(env_id, config: POCAConfig | dict | str | Path | None = None,
     holds one. `resume`: continue the run in
     `run_dir` (True, or its latest checkpoint already read with `checkpoint.load`) with its own
     config, env arguments and `max_agents`; `config`/`env_kwargs`/`max_agents` may only change
-    `max_steps` and `threads` unless `force`.
+    `runfolder.RESUMABLE` settings (max_steps, threads, num_env_workers, device) unless
+    `force`.
     """
     from poca.adapters import env_name, make_env
 

@@ -101,6 +101,7 @@ def test_third_party_train_and_eval_lead_with_the_team_return(third_party, capsy
     assert (result["checkpoint"], result["seed"], result["deterministic"]) == (
         checkpoint, 12345, False)
     assert result["agent_steps"] > 0 and result["env_kwargs"] == {}
+    assert result["max_agents"] is None and result["max_episode_steps"] is None
     assert len(result["returns"]) == 8 and np.mean(result["returns"]) == pytest.approx(
         result["mean"])
     assert main(["eval", "scored_pz:Scored", "--checkpoint", checkpoint, "--episodes", "8"]) == 0
@@ -277,6 +278,12 @@ def test_play_stopped_with_ctrl_c_keeps_what_was_played(tmp_path, suffix):
     with pytest.raises(RuntimeError, match="boom"):
         play(actor, env, 2, record=tmp_path / f"failed{suffix}", episode_done=fail)
     assert not (tmp_path / f"failed{suffix}").exists()
+    (tmp_path / f"kept{suffix}").write_bytes(b"the user's")  # an error leaves it as it was
+    with pytest.raises(RuntimeError, match="boom"):
+        play(actor, env, 2, record=tmp_path / f"kept{suffix}", episode_done=fail)
+    assert (tmp_path / f"kept{suffix}").read_bytes() == b"the user's"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"kept{suffix}", f"stopped{suffix}", f"whole{suffix}"])  # no partial file left
 
 
 def test_play_deterministic_plays_what_eval_deterministic_scores(tmp_path, capsys):

@@ -636,20 +636,26 @@ def test_config_json_is_whole_or_unchanged_and_a_failed_write_is_one_line(tmp_pa
 def test_a_rolled_back_run_sets_the_abandoned_branch_aside(tmp_path):
     """Resumed from an earlier step file copied over latest.pt, the later step files belong to
     the branch left behind: moved aside (not deleted), they no longer outrank the new branch's
-    files, which pruning deleted in their place (even the one just written, with keep 1)."""
+    files, which pruning deleted in their place (even the one just written, with keep 1). A
+    second roll back to the same step keeps both abandoned branches."""
     run = tmp_path / "run"
     train("Goal-v0", small_config(max_steps=1200, keep_checkpoints=0), run_dir=run)
     folder = run / "checkpoints"
     steps = runfolder.step_checkpoints(folder)
     back, later = steps[1], steps[2:]
     assert later
-    (folder / "latest.pt").write_bytes(back.read_bytes())
-    result = train("Goal-v0", small_config(max_steps=1000, keep_checkpoints=1), run_dir=run,
-                   resume=True, force=True)
-    kept = runfolder.step_checkpoints(folder)
-    assert kept == [result.checkpoint] and result.checkpoint.exists()
+    saved = back.read_bytes()
+    branches = []
+    for _ in range(2):
+        (folder / "latest.pt").write_bytes(saved)
+        result = train("Goal-v0", small_config(max_steps=1000, keep_checkpoints=1),
+                       run_dir=run, resume=True, force=True)
+        assert runfolder.step_checkpoints(folder) == [result.checkpoint]
+        assert result.checkpoint.exists()
+        branches.append(result.checkpoint.name)
     aside = folder / f"abandoned-after-{int(back.stem[5:])}"
     assert sorted(p.name for p in aside.iterdir()) == [p.name for p in later]
+    assert [p.name for p in (folder / f"{aside.name}-2").iterdir()] == branches[:1]
 
 
 def test_a_broken_tensorboard_install_costs_the_logs_not_the_run(tmp_path, monkeypatch):
@@ -675,6 +681,19 @@ def test_more_threads_than_cpus_warn():
     with pytest.warns(RuntimeWarning, match=r"torch threads on \d+ CPUs wait on each other"):
         Trainer(make_env("Goal-v0", 4), small_config(threads=(os.cpu_count() or 1) + 1),
                 progress=False)
+
+
+def test_a_run_saved_on_a_gpu_resumes_on_a_cpu(tmp_path):
+    """What a CUDA run saves: its device, and its generator's 16-byte state (a CPU one holds
+    5,056), which set_state refused as a checkpoint that did not fit."""
+    run = tmp_path / "run"
+    train("Goal-v0", small_config(), run_dir=run)
+    latest = run / "checkpoints" / "latest.pt"
+    state = checkpoint.load(latest)
+    checkpoint.save(latest, {**state, "config": {**state["config"], "device": "cuda"},
+                             "generator": torch.zeros(16, dtype=torch.uint8)})
+    result = train("Goal-v0", small_config(max_steps=900), run_dir=run, resume=True)
+    assert result.agent_steps >= 900
 
 
 def test_a_resume_may_move_the_run_to_another_device():

@@ -225,3 +225,18 @@ def test_a_display_with_no_server_behind_it_is_refused(monkeypatch):
     with pytest.raises(ValueError, match="no window could be opened on ':987'.*; do this"):
         check_display("do this")
     assert not pygame.display.get_init()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11's DISPLAY")
+def test_a_display_driver_that_is_not_there_is_one_clear_error(monkeypatch):
+    """SDL_VIDEODRIVER=x11 with no X server: pygame.error, not the ValueError a CLI reports in
+    one line."""
+    import pygame
+
+    from envs.render import check_display
+
+    monkeypatch.setenv("SDL_VIDEODRIVER", "x11")
+    monkeypatch.setenv("DISPLAY", ":987")
+    pygame.display.quit()
+    with pytest.raises(ValueError, match="no window could be opened on ':987' \\("):
+        check_display("do this")
