@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown cases {unknown}; known: {list(BY_ID)}")
     jobs = [(c, s, args.break_name, args.budget) for c in ids for s in range(args.seeds)]
+    if args.report.exists() and not args.report.is_dir():
+        parser.error(f"--report {args.report} is a file; give a folder for the records")
 
     from benchmarks.test_learning import write_record
 

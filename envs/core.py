@@ -265,8 +265,9 @@ class GroupEnv(ABC):
         E, A = self.num_envs, self.max_agents
         self.alive = np.zeros((E, A), dtype=bool)
         # What the hooks must return. Checked on reset, on the first step after it and on the
-        # first auto-reset, so that a task's shape mistake is named there rather than deep inside
-        # a learner; later steps are not checked again (a per-call cost of the PettingZoo view).
+        # auto-resets until one of some envs only, so that a task's shape mistake is named there
+        # rather than deep inside a learner; later steps are not checked again (a per-call cost
+        # of the PettingZoo view).
         self._step_shapes = ((E, A), (E,), (E, A), (E, A))
         self._check_next, self._rows_checked = False, False
         # Time is one step counter for the batch and each env's start: checking the time limit
@@ -327,6 +328,7 @@ class GroupEnv(ABC):
             self._keys_seed = self._seed
         self._reset_envs(self.env_ids)
         self._restart_clock(self.env_ids)
+        self._check_someone_acts(self.env_ids)
         E, A = self.num_envs, self.max_agents
         obs = self._observed()
         self._check_next = True  # and the first step after a reset
@@ -346,6 +348,8 @@ class GroupEnv(ABC):
         out = self._step(cont, disc)
         checking, self._check_next = self._check_next, False
         reward, group_reward, terminated, truncated = self._checked(out) if checking else out
+        if reward.dtype != np.float32 or group_reward.dtype != np.float32:  # as GroupStep says
+            reward, group_reward = reward.astype(np.float32), group_reward.astype(np.float32)
         self._clock += 1
         timed_out = self._clock >= self._deadline
         if timed_out:
@@ -367,8 +371,12 @@ class GroupEnv(ABC):
             self._reset_envs(idx)  # self.t[idx] still counts the ended episode's steps here
             self._restart_clock(idx)
             obs = tuple(o.copy() for o in final_obs)
-            fresh = self._observe(idx) if self._rows_checked else self._observed(idx)
-            self._rows_checked = True
+            if self._rows_checked:
+                fresh = self._observe(idx)
+            else:  # until a reset of some envs only has shown that _observe heeds `rows`
+                self._check_someone_acts(idx)
+                fresh = self._observed(idx)
+                self._rows_checked = len(idx) < E
             for o, rows in zip(obs, fresh, strict=True):
                 o[idx] = rows
         return GroupStep(obs=obs, alive=self.alive.copy(), reward=reward, group_reward=group_reward,
@@ -406,7 +414,22 @@ class GroupEnv(ABC):
                 kind = "an image, uint8 (0-255)" if spec.kind == "image" else "float32"
                 raise ValueError(f"{task}._observe: component {spec.name!r} must be {kind}, "
                                  f"got {o.dtype}")
+        # views of the task's own arrays would change under whoever holds them, and a group's
+        # last view (final_obs) would turn into its next start when it is reset
+        for again, o, spec in zip(self._observe(rows), obs, self.spec.obs, strict=True):
+            if np.may_share_memory(again, o):
+                raise ValueError(f"{task}._observe: component {spec.name!r} is a view of the "
+                                 "task's own arrays (two calls share memory); return fresh "
+                                 "arrays (.copy()): the caller keeps and modifies them")
         return obs
+
+    def _check_someone_acts(self, idx: np.ndarray) -> None:
+        """A group must start with an agent alive: with none, a view plays empty episodes."""
+        empty = idx[~agent_any(self.alive[idx])]
+        if len(empty):
+            raise ValueError(f"{type(self).__name__}._reset_envs left no agent alive in env "
+                             f"{int(empty[0])}: set self.alive[idx] to the slots that act on "
+                             "the first step")
 
     def _checked(self, out) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """`_step`'s (reward, group_reward, terminated, truncated), shapes checked."""

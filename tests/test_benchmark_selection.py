@@ -65,13 +65,17 @@ def test_ctrl_c_stops_a_third_party_measurement_instead_of_judging_it(monkeypatc
     (["--seeds", "0"], "argument --seeds: must be >= 1, got 0"),
     (["--budget", "-5"], "argument --budget: must be >= 1, got -5"),
     (["--workers", "0"], "argument --workers: must be >= 1, got 0"),
+    (["--report", "{file}"], "is a file; give a folder for the records"),
 ])
-def test_the_sweep_refuses_counts_below_one(argv, fragment, capsys):
-    """--seeds 0 ran nothing and printed an empty table with exit status 0."""
+def test_the_sweep_refuses_counts_below_one(argv, fragment, capsys, tmp_path):
+    """--seeds 0 ran nothing and printed an empty table with exit status 0; a --report that
+    is a file was a traceback with exit status 1 (which means a missed threshold)."""
     from benchmarks.sweep import main
 
+    (tmp_path / "file").write_text("")
     with pytest.raises(SystemExit) as stop:
-        main(["--cases", "simple-discrete", *argv])
+        main(["--cases", "simple-discrete", *[a.replace("{file}", str(tmp_path / "file"))
+                                              for a in argv]])
     assert stop.value.code == 2 and fragment in capsys.readouterr().err
 
 

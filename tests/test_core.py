@@ -408,3 +408,66 @@ def test_image_bounds_default_to_the_uint8_range_and_stay_in_it():
     assert agent_observation_space(spec).high.max() == 1
     with pytest.raises(ValueError, match="within the uint8 range 0..255"):
         ObsSpec("cam", "image", (20, 20, 3), 0, 300)
+
+
+class Newcomer(GroupEnv):
+    """Two agents; both leave at step 3 (fixed-length episodes: every env ends together, and
+    with `env0_alone` env 0's next episode ends at its first step). `mistake`: one a newcomer
+    makes."""
+
+    env0_alone = False
+
+    def __init__(self, num_envs=2, mistake=None):
+        super().__init__(GroupSpec(2, (ObsSpec("v", "vector", (1,)),), 0, (2,), 100), num_envs)
+        self.mistake, self.state = mistake, np.zeros((num_envs, 2, 1), np.float32)
+
+    def _reset_envs(self, idx):
+        if self.mistake != "no agent alive":
+            self.alive[idx] = True
+        self.state[idx] = 0.0
+
+    def _step(self, cont, disc):
+        E = self.num_envs
+        self.state += 1.0
+        end = self.alive & (self.t[:, None] == 2)
+        if self.env0_alone and self.t[0] == 0:
+            end[0] = self.alive[0]
+        self.alive &= ~end
+        reward = np.ones((E, 2), np.float64 if self.mistake == "float64" else np.float32)
+        return reward, np.zeros(E, np.float32), end, np.zeros((E, 2), bool)
+
+    def _observe(self, rows=slice(None)):
+        if self.mistake == "view":
+            return (self.state[rows],)
+        if self.mistake == "ignores rows":
+            return (self.state.copy(),)
+        return (self.state[rows].copy(),)
+
+
+@pytest.mark.parametrize("mistake, message", [
+    ("view", "Newcomer._observe: component 'v' is a view of the task's own arrays"),
+    ("no agent alive", "Newcomer._reset_envs left no agent alive in env 0"),
+])
+def test_a_newcomers_task_mistakes_are_named_at_reset(mistake, message):
+    with pytest.raises(ValueError, match=message):
+        Newcomer(mistake=mistake).reset(seed=0)
+
+
+def test_observe_is_checked_until_a_reset_of_some_envs_only():
+    """Fixed-length episodes end every env together: a task that ignores `rows` was only
+    caught when some env first ended alone, by numpy's broadcast error naming nothing."""
+    env = Newcomer(mistake="ignores rows")
+    env.reset(seed=0)
+    for _ in range(6):  # every env ends at steps 3 and 6, together
+        env.step({"discrete": np.zeros((2, 2, 1), np.int64)})
+    env.env0_alone = True
+    with pytest.raises(ValueError, match=r"Newcomer._observe: component 'v' has shape "
+                                         r"\(2, 2, 1\), expected \(1, 2, 1\)"):
+        env.step({"discrete": np.zeros((2, 2, 1), np.int64)})
+
+
+def test_rewards_come_back_float32_as_the_step_says():
+    env = Newcomer(mistake="float64")
+    env.reset(seed=0)
+    step = env.step({"discrete": np.zeros((2, 2, 1), np.int64)})
+    assert step.reward.dtype == step.group_reward.dtype == np.float32
