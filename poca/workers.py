@@ -16,9 +16,12 @@ for bad env values, naming the copy, step and agent); a worker that dies stops t
 from __future__ import annotations
 
 import multiprocessing.connection
+import os
 import signal
+import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -95,6 +98,7 @@ class _Share(gymnasium.Env):
             if self.group is None:
                 # Ctrl-C goes to the whole process group: the trainer handles it, then closes us
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
+                _die_with_the_trainer()
                 env_fn, count, max_agents, max_steps = self.args
                 self.group = ParallelEnvGroup(env_fn, count, max_agents, max_steps,
                                               first_copy=self.first)
@@ -129,8 +133,26 @@ class _Share(gymnasium.Env):
             self.group.close()
 
 
+def _die_with_the_trainer() -> None:
+    """Linux: this worker is killed when the trainer's process dies, kill -9 included; a worker
+    busy in a long env call would otherwise go on, holding the env's resources."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        trainer = os.getppid()
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() != trainer:  # it died before the line above took effect
+            os._exit(1)
+
+
 def _error(err: Exception) -> tuple[str, str, str, bool]:
-    """(type name, message, traceback, raised by this package's own checks)."""
+    """(type name, message, traceback, raised by this package's own checks). What the env
+    printed is flushed first: the worker may be stopped next, its buffers with it."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
     frames = traceback.extract_tb(err.__traceback__)
     ours = bool(frames) and frames[-1].filename.startswith(PACKAGE_DIRS) and isinstance(
         err, (ValueError, TypeError))
@@ -260,24 +282,39 @@ class WorkerEnvGroup(GroupEnv):
         return f"env copy {first}" if n == 1 else f"env copies {first}-{first + n - 1}"
 
     def _shut_down(self) -> None:
-        """Stop every worker after a failure (the error is raised next)."""
+        """Stop every worker after a failure (the error is raised next), each given a moment
+        to close its envs (and flush what they printed)."""
+        self._close_workers(wait=1.0)
         self._closed = True
-        if self.vec.closed:
-            return
-        for process in self.vec.processes:
-            if process.is_alive():
-                process.terminate()
-        # a call whose pipe broke is still marked pending: there is nothing left to wait for
-        self.vec._state = AsyncState.DEFAULT
-        self.vec.close(terminate=True)
 
     def close(self) -> None:
-        if not self.vec.closed:
-            try:
-                self.vec.close(timeout=WAIT_ON_CLOSE_S)
-            except Exception:  # noqa: BLE001 -- a worker that will not close is stopped
-                self.vec.close(terminate=True)
+        self._close_workers(wait=WAIT_ON_CLOSE_S)
         super().close()
+
+    def _close_workers(self, wait: float) -> None:
+        """Ask every worker to close its envs, and stop those still running after `wait`
+        seconds in all (an env whose close() hangs): Gymnasium's own close waits for them
+        without a limit, whatever its timeout says (that bounds only a pending call)."""
+        vec = self.vec
+        if vec.closed:
+            return
+        if vec._state == AsyncState.DEFAULT:  # no call cut short: the pipes are in step
+            for pipe in vec.parent_pipes:
+                try:
+                    pipe.send(("close", None))
+                except OSError:  # that worker is gone
+                    pass
+            deadline = time.monotonic() + wait
+            for process in vec.processes:
+                process.join(max(0.0, deadline - time.monotonic()))
+            stuck = [w for w, p in enumerate(vec.processes) if p.is_alive()]
+            if stuck and wait >= WAIT_ON_CLOSE_S:
+                warnings.warn(f"env worker(s) {stuck} did not close their envs within "
+                              f"{wait:g} s (an env whose close() hangs?): stopped",
+                              RuntimeWarning, stacklevel=3)
+        # what is left (a call cut short, a worker stuck): stopped; pipes closed
+        vec._state = AsyncState.DEFAULT
+        vec.close(terminate=True)
 
     # -- GroupEnv hooks: not used, the workers step their own ParallelEnvGroups --
     def _reset_envs(self, idx):

@@ -2,6 +2,8 @@
 
 import functools
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -225,3 +227,113 @@ def test_a_call_cut_short_after_some_workers_answered_starts_the_workers_over():
     step = env.step({"discrete": np.ones((4, 2, 1), np.int64)})
     assert step.alive.shape == (4, 2)
     env.close()
+
+
+MAIN_PID = os.getpid()
+
+
+class Stubborn(Failing):
+    """`what`: "close hangs" (in a worker, close() sleeps 60 s), "chatty" (prints each step,
+    raises at step `at`), "busy" (in a worker, step sleeps 60 s)."""
+
+    def step(self, actions):
+        if self.what == "chatty":
+            print(f"diagnostic line {self.t + 1}")
+            if self.t + 1 == self.at:
+                raise RuntimeError("failing now")
+        if self.what == "busy" and os.getpid() != MAIN_PID:
+            import time
+
+            time.sleep(60)
+        return super().step(actions)
+
+    def close(self):
+        if self.what == "close hangs" and os.getpid() != MAIN_PID:
+            import time
+
+            time.sleep(60)
+
+
+def test_a_worker_whose_env_close_hangs_is_stopped_with_a_warning(monkeypatch):
+    """Gymnasium's close waited for it without a limit: a finished run never returned."""
+    import time
+
+    import poca.workers
+
+    monkeypatch.setattr(poca.workers, "WAIT_ON_CLOSE_S", 1.0)
+    env = make_env(functools.partial(Stubborn, "close hangs"), 2, workers=2)
+    env.reset(seed=0)
+    start = time.monotonic()
+    with pytest.warns(RuntimeWarning, match=r"env worker\(s\) \[0, 1\] did not close their envs "
+                                            r"within 1 s"):
+        env.close()
+    assert time.monotonic() - start < 10 and env.vec.closed
+    assert not any(p.is_alive() for p in env.vec.processes)
+
+
+def test_what_an_env_printed_before_it_raised_in_a_worker_is_not_lost(tmp_path):
+    """The worker was stopped right after the error, its block-buffered stdout with it (a
+    run's output sent to a file: nohup, a batch job, CI)."""
+    import subprocess
+
+    script = tmp_path / "trainer.py"
+    script.write_text(
+        "import functools\n"
+        "import numpy as np\n"
+        "from poca.adapters import make_env\n"
+        "from poca.workers import EnvWorkerError\n"
+        "from tests.test_workers import Stubborn\n"
+        "env = make_env(functools.partial(Stubborn, 'chatty', at=3), 2, workers=2)\n"
+        "env.reset(seed=0)\n"
+        "try:\n"
+        "    for _ in range(3):\n"
+        "        env.step({'discrete': np.zeros((2, 2, 1), np.int64)})\n"
+        "except EnvWorkerError:\n"
+        "    print('stopped', flush=True)\n")
+    root = str(Path(__file__).resolve().parent.parent)
+    with open(tmp_path / "out.txt", "w") as out:  # a file, not a terminal: block-buffered
+        subprocess.run([sys.executable, str(script)], stdout=out, cwd=root, check=True,
+                       env={**os.environ, "PYTHONPATH": root, "PYTHONUNBUFFERED": ""},
+                       timeout=60)
+    printed = (tmp_path / "out.txt").read_text()
+    assert "stopped" in printed and "diagnostic line 3" in printed
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG, /proc")
+def test_workers_die_with_a_trainer_killed_mid_step(tmp_path):
+    """kill -9 of the trainer while its workers are busy in the env's step: they went on, as
+    orphans holding the env's resources, until that call returned."""
+    import signal
+    import subprocess
+    import time
+
+    script = tmp_path / "trainer.py"
+    script.write_text(
+        "import functools, os, sys, time\n"
+        "import numpy as np\n"
+        "from poca.adapters import make_env\n"
+        "from tests.test_workers import Stubborn\n"
+        "env = make_env(functools.partial(Stubborn, 'busy'), 2, workers=2)\n"
+        "env.reset(seed=0)\n"
+        "print(*[p.pid for p in env.vec.processes], flush=True)\n"
+        "env.step({'discrete': np.zeros((2, 2, 1), np.int64)})\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trainer = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                               cwd=root, env={**os.environ, "PYTHONPATH": root})
+    with trainer.stdout:
+        workers = [int(pid) for pid in trainer.stdout.readline().split()]
+    time.sleep(1.0)  # both are now inside step's sleep
+    trainer.send_signal(signal.SIGKILL)
+    trainer.wait()
+
+    def running(pid):  # not gone, nor a zombie
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+        except OSError:
+            return False
+
+    deadline, alive = time.monotonic() + 10, workers
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [pid for pid in workers if running(pid)]
+    assert len(workers) == 2 and not alive
