@@ -4,7 +4,8 @@ MA-POCA paper's comparison (Cohen et al., arXiv 2111.05992, §6) on any task.
 Every critic is trained on the same seeds with the same config and budget; each final policy is
 evaluated on fresh episodes (env seeds disjoint from training). Writes one JSON per run
 (`<critic>-seed<s>.json`: training curve, final return, wall time), a PNG of the curves (mean and
-min-max over seeds; matplotlib, `pip install "groupenvs[plot]"`), and prints a table. Runs go
+min-max over seeds; matplotlib, `pip install "groupenvs[plot]"`), and the table it prints
+(`table.md`). Runs go
 one after another, in `--workers` processes, or as Ray tasks with `--ray [ADDRESS]` (poca.sweep);
 the records are the same either way.
 """
@@ -82,8 +83,16 @@ def run(args) -> int:
         print(f"note: --config {args.config} sets {replaced}; compare replaces them with each "
               "critic in --critics and seeds 0..--seeds-1", file=sys.stderr)
     base = base.override(chosen)
-    make_env(args.env_id, 1, args.env_kwargs, args.max_agents,  # bad IDs fail here
-             max_episode_steps=args.max_episode_steps).close()
+    probe = make_env(args.env_id, 1, args.env_kwargs, args.max_agents,  # bad IDs fail here
+                     max_episode_steps=args.max_episode_steps)
+    try:  # and networks the env's observations do not fit (an image too small for the encoder)
+        from poca.networks import Actor, Critic
+
+        Actor(probe.spec, base.network_settings)
+        for critic in critics:
+            Critic(probe.spec, base.network_settings, critic)
+    finally:
+        probe.close()
     out = args.out or Path("runs") / "compare" / args.env_id.replace("/", "_").replace(
         ":", "_") / time.strftime("%Y%m%d-%H%M%S")
     jobs = [(args.env_id, base.override({"critic": c, "seed": s}).to_dict(), args.env_kwargs,
@@ -93,7 +102,8 @@ def run(args) -> int:
     taken = [Path(job[-1]).name for job in jobs if holds_run(Path(job[-1]))]
     if taken:  # before any training, not after the first runs
         raise ValueError(f"--out {out} already holds the runs {taken}; choose another --out")
-    print(f"comparing {', '.join(critics)} on {args.env_id}: {args.seeds} seeds x "
+    print(f"comparing {', '.join(critics)} on {args.env_id}: {args.seeds} "
+          f"seed{'s' if args.seeds > 1 else ''} x "
           f"{base.max_steps:,} agent-steps -> {out}", flush=True)
 
     written = []
@@ -110,10 +120,12 @@ def run(args) -> int:
         print(f"stopped before the comparison was complete; records of the finished runs "
               f"{written} are in {out} (no table, no plot)", file=sys.stderr)
         raise
-    print(table(records, args.threshold))
+    summary = table(records, args.threshold)
+    print(summary)
+    (out / "table.md").write_text(summary + "\n")
     curves = plot(records, out / "curves.png")
-    print(f"runs and records in {out}" + (f"; curves: {curves}" if curves else
-                                           " (no matplotlib: no plot)"))
+    print(f"runs, records and table.md in {out}" + (f"; curves: {curves}" if curves else
+                                                     " (no matplotlib: no plot)"))
     return 0
 
 

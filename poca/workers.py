@@ -96,9 +96,16 @@ class _Share(gymnasium.Env):
     def reset(self, seed=None, options=None):
         try:
             if self.group is None:
-                # Ctrl-C goes to the whole process group: the trainer handles it, then closes us
+                # Ctrl-C, and SIGTERM from a scheduler or `timeout`, go to the whole process
+                # group: the trainer handles them (it saves), then closes us; a worker that died
+                # of them first turned the stop into an env worker's failure
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
                 _die_with_the_trainer()
+                if "torch" in sys.modules:  # forked from a process whose OpenMP threads ran:
+                    # a parallel region here would wait for them forever (an env that uses
+                    # torch hung at its first op); one thread per worker runs none
+                    sys.modules["torch"].set_num_threads(1)
                 env_fn, count, max_agents, max_steps = self.args
                 self.group = ParallelEnvGroup(env_fn, count, max_agents, max_steps,
                                               first_copy=self.first)
@@ -198,8 +205,7 @@ class WorkerEnvGroup(GroupEnv):
         if self._in_call:  # Ctrl-C cut a call short (some workers' answers may have been read,
             # or only some sent): the pipes are out of step, so the workers start over; reset's
             # seed gives the same episodes as fresh ones (the trainer resets after an interrupt)
-            self.vec._state = AsyncState.DEFAULT
-            self.vec.close(terminate=True)
+            self._close_workers(wait=None)
             self.vec = gymnasium.vector.AsyncVectorEnv(self._fns, shared_memory=True, copy=False)
             self._in_call = False
         if seed is not None:
@@ -291,14 +297,15 @@ class WorkerEnvGroup(GroupEnv):
         self._close_workers(wait=WAIT_ON_CLOSE_S)
         super().close()
 
-    def _close_workers(self, wait: float) -> None:
+    def _close_workers(self, wait: float | None) -> None:
         """Ask every worker to close its envs, and stop those still running after `wait`
         seconds in all (an env whose close() hangs): Gymnasium's own close waits for them
-        without a limit, whatever its timeout says (that bounds only a pending call)."""
+        without a limit, whatever its timeout says (that bounds only a pending call). `wait`
+        None: stop them at once (their pipes are out of step)."""
         vec = self.vec
         if vec.closed:
             return
-        if vec._state == AsyncState.DEFAULT:  # no call cut short: the pipes are in step
+        if wait is not None and vec._state == AsyncState.DEFAULT:  # the pipes are in step
             for pipe in vec.parent_pipes:
                 try:
                     pipe.send(("close", None))
@@ -312,7 +319,11 @@ class WorkerEnvGroup(GroupEnv):
                 warnings.warn(f"env worker(s) {stuck} did not close their envs within "
                               f"{wait:g} s (an env whose close() hangs?): stopped",
                               RuntimeWarning, stacklevel=3)
-        # what is left (a call cut short, a worker stuck): stopped; pipes closed
+        # what is left (a call cut short, a worker stuck): killed (they ignore SIGTERM, which
+        # is what Gymnasium's terminate sends); pipes closed
+        for process in vec.processes:
+            if process.is_alive():
+                process.kill()
         vec._state = AsyncState.DEFAULT
         vec.close(terminate=True)
 

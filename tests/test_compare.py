@@ -28,6 +28,7 @@ def test_compare_writes_a_record_per_run_and_a_table(tmp_path, capsys):
         assert r["curve"] and (out / f"{r['critic']}-seed{r['seed']}" / "checkpoints").is_dir()
     printed = capsys.readouterr().out
     assert "| attention |" in printed and "| independent |" in printed
+    assert (out / "table.md").read_text().strip() in printed  # kept beside the records
     # the same --out again: refused before training anything, naming the runs it holds
     assert main(["compare", "groupenvs/Goal-v0", "--critics", "attention", "--out",
                  str(out)]) == 2
@@ -62,6 +63,16 @@ def test_compare_refuses_bad_input_before_training(extra, message, tmp_path, cap
                  "--out", str(out), *extra]) == 2
     assert message in capsys.readouterr().err
     assert not out.exists()  # nothing trained, no empty folder left behind
+
+
+def test_compare_refuses_networks_the_env_does_not_fit_before_saying_it_compares(tmp_path,
+                                                                               capsys):
+    assert main(["compare", "groupenvs/GoalVisual-v0", "--env-kwargs",
+                 '{"visual_size": [6, 6, 3]}', "--critics", "attention", "--seeds", "1",
+                 "--out", str(tmp_path / "cmp")]) == 2
+    captured = capsys.readouterr()
+    assert "comparing" not in captured.out and "6x6" in captured.err.replace(" x ", "x")
+    assert not (tmp_path / "cmp").exists()
 
 
 def test_compare_refuses_an_unknown_env_before_making_its_folder(tmp_path, capsys):

@@ -337,3 +337,64 @@ def test_workers_die_with_a_trainer_killed_mid_step(tmp_path):
         time.sleep(0.1)
         alive = [pid for pid in workers if running(pid)]
     assert len(workers) == 2 and not alive
+
+
+class TorchStepping(Failing):
+    """An env that computes with torch in its step (a learned model, vectorised physics)."""
+
+    def step(self, actions):
+        import torch
+
+        x = torch.ones(128, 128)
+        (x @ x).sum()
+        return super().step(actions)
+
+
+def test_an_env_using_torch_in_workers_forked_after_torch_ran_on_threads(tmp_path):
+    """Forked from a process whose OpenMP threads had run (a script's own torch work first,
+    --threads 2), a worker's first parallel torch op waited for them forever."""
+    import subprocess
+
+    script = tmp_path / "trainer.py"
+    script.write_text(
+        "import functools\n"
+        "import numpy as np, torch\n"
+        "from poca.adapters import make_env\n"
+        "from tests.test_workers import TorchStepping\n"
+        "torch.set_num_threads(2)\n"
+        "torch.ones(512, 512) @ torch.ones(512, 512)  # the pool's threads now exist\n"
+        "env = make_env(TorchStepping, 2, workers=2)\n"
+        "env.reset(seed=0)\n"
+        "env.step({'discrete': np.zeros((2, 2, 1), np.int64)})\n"
+        "env.close()\n"
+        "print('stepped')\n")
+    root = str(Path(__file__).resolve().parent.parent)
+    environ = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          cwd=root, env={**environ, "PYTHONPATH": root}, timeout=120)
+    assert done.returncode == 0 and "stepped" in done.stdout, done.stderr[-2000:]
+
+
+def test_sigterm_to_the_whole_process_group_stops_the_run_saved(tmp_path):
+    """A scheduler's stop (Slurm, systemd, coreutils timeout) signals every process of the
+    group: workers that died of it first turned the stop into an env worker's failure (exit 1,
+    a traceback blaming the env) instead of an interrupted run (exit 130)."""
+    import signal
+    import subprocess
+    import time
+
+    run = tmp_path / "run"
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "poca.cli", "train", "envs.pettingzoo:GroupParallelEnv",
+         "--env-workers", "2", "--num-envs", "4", "--max-steps", "10000000", "--no-progress",
+         "--run-dir", str(run)], cwd=str(Path(__file__).resolve().parent.parent),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (run / "metrics.csv").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2.0)  # training, the workers stepping
+    os.killpg(trainer.pid, signal.SIGTERM)
+    out, err = trainer.communicate(timeout=60)
+    assert trainer.returncode == 130, err[-2000:]
+    assert "interrupted after" in out and "EnvWorkerError" not in err
+    assert (run / "checkpoints" / "latest.pt").exists()
