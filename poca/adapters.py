@@ -7,6 +7,7 @@ factory: `ParallelEnvGroup` steps N copies of it as one batch of groups.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import math
@@ -366,7 +367,8 @@ class ParallelEnvGroup(GroupEnv):
             env, where = self.copies[e], f"env copy {self.first_copy + e}, reset"
             if self.record_final and self._started[e]:
                 self._final_frames[e] = self._render_copy(e)
-            out = env.reset(seed=int(seed))
+            with _naming(where):
+                out = env.reset(seed=int(seed))
             if not (isinstance(out, tuple) and len(out) == 2):
                 raise ValueError(f"{where}: reset() must return (observations, infos) (the "
                                  f"PettingZoo ParallelEnv API), got {_describe(out)}")
@@ -434,7 +436,8 @@ class ParallelEnvGroup(GroupEnv):
             actions = {n: self._to_env_action(None if cont is None else cont[e, i],
                                               None if disc is None else disc[e, i])
                        for n, i in acting.items()}
-            out = env.step(actions)
+            with _naming(where):
+                out = env.step(actions)
             if not (isinstance(out, tuple) and len(out) == 5):
                 raise ValueError(f"{where}: step() must return ({', '.join(STEP_FIELDS)}) (the "
                                  f"PettingZoo ParallelEnv API since 1.22), got {_describe(out)}")
@@ -543,6 +546,18 @@ class ParallelEnvGroup(GroupEnv):
         for env in self.copies:
             env.close()
         super().close()
+
+
+@contextlib.contextmanager
+def _naming(where: str):
+    """An exception from the env's own code keeps its traceback, with a note naming the copy
+    and episode step it came from (in a worker too, which holds several copies)."""
+    try:
+        yield
+    except Exception as err:
+        if hasattr(err, "add_note"):  # Python 3.11+
+            err.add_note(f"(raised by {where})")
+        raise
 
 
 def _one_line(space: spaces.Space) -> str:

@@ -163,7 +163,8 @@ def _error(err: Exception) -> tuple[str, str, str, bool]:
     frames = traceback.extract_tb(err.__traceback__)
     ours = bool(frames) and frames[-1].filename.startswith(PACKAGE_DIRS) and isinstance(
         err, (ValueError, TypeError))
-    return type(err).__name__, str(err), traceback.format_exc(), ours
+    message = " ".join([str(err), *getattr(err, "__notes__", [])])  # the copy that raised
+    return type(err).__name__, message, traceback.format_exc(), ours
 
 
 class WorkerEnvGroup(GroupEnv):

@@ -204,10 +204,13 @@ def test_cli_hostile_env_is_one_line_and_env_errors_keep_their_traceback(tmp_pat
                  str(tmp_path / "a"), *SMALL, "--max-steps", "300"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "agent 'b': reward is nan" in err
-    with pytest.raises(ValueError, match="boom from inside the env"):
+    with pytest.raises(ValueError, match="boom from inside the env") as raised:
         main(["train", "tests.test_hostile_inputs:hostile_factory", "--env-kwargs",
               '{"defect": "raise"}', "--run-dir", str(tmp_path / "b"), *SMALL,
               "--max-steps", "300"])
+    if sys.version_info >= (3, 11):  # a note names the copy and step it came from
+        assert any(note.startswith("(raised by env copy ") and ", episode step " in note
+                   for note in raised.value.__notes__)
     # the run that raised still saved what it had (nothing yet: it failed in the first rollout)
     assert (tmp_path / "b" / "checkpoints" / "latest.pt").exists()
 

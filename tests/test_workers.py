@@ -99,7 +99,7 @@ def test_an_exception_in_a_worker_reaches_the_trainer_with_its_traceback(tmp_pat
         train(Failing, small_config(num_env_workers=2), run_dir=tmp_path / "run")
     message = str(err.value)
     assert "env worker 0 (env copies 0-2) raised RuntimeError in step()" in message
-    assert "the physics engine broke" in message
+    assert "the physics engine broke (raised by env copy 0, episode step 3)" in message
     assert "the worker's traceback" in message and 'raise RuntimeError("the physics' in message
     assert (tmp_path / "run" / "checkpoints" / "latest.pt").exists()  # the run was saved
 
