@@ -24,6 +24,7 @@ from envs.spaces import (
     joint_action_space,
     joint_observation_space,
     joint_to_core,
+    one_line,
 )
 
 AUTORESET_MODES = (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP)
@@ -155,7 +156,7 @@ def _check_action(space, action) -> None:
     if isinstance(space, gymnasium.spaces.Dict):
         if not isinstance(action, dict):
             raise ValueError(f"action must be a dict with keys {list(space.spaces)} (the action "
-                             f"space is {_one_line(space)}), got {type(action).__name__}")
+                             f"space is {one_line(space)}), got {type(action).__name__}")
         parts = [(f"action[{key!r}]", space[key], action[key]) for key in space.spaces
                  if key in action]
     else:
@@ -172,11 +173,7 @@ def _check_action(space, action) -> None:
         discrete = np.dtype(part_space.dtype).kind in "iu"  # batched: an int Box
         if value.dtype.kind not in ("iu" if discrete else "f"):
             raise ValueError(f"{name} must hold {'ints' if discrete else 'floats'}, as its space "
-                             f"{_one_line(part_space)} does, got {value.dtype}")
-
-
-def _one_line(space) -> str:
-    return " ".join(str(space).split())  # MultiDiscrete prints a nested array on many lines
+                             f"{one_line(part_space)} does, got {value.dtype}")
 
 
 def _add_env_axis(action):

@@ -89,6 +89,11 @@ def split_branches(mask: np.ndarray, branches: tuple[int, ...]) -> list[np.ndarr
     return np.split(mask, np.cumsum(branches)[:-1], axis=-1)
 
 
+def one_line(space: spaces.Space) -> str:
+    """A space's repr on one line (a 2-D MultiDiscrete's nvec prints over several)."""
+    return " ".join(str(space).split())
+
+
 def first_allowed(mask: np.ndarray, branches: tuple[int, ...]) -> np.ndarray:
     """[..., sum(branches)] bool -> [..., len(branches)]: each branch's first allowed action (0
     where none is, which the core then takes as any)."""

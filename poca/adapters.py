@@ -22,6 +22,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.core import GroupEnv, GroupSpec, ObsSpec, check_int, env_keys, hash_bits
+from envs.spaces import one_line
 
 SUPPORTED = ("Box (any shape; uint8 (H, W, C) is an image, other shapes are flattened to a "
              "vector), Discrete (one-hot), or a Dict of those (an 'action_mask' entry is the "
@@ -42,7 +43,7 @@ def _components(space: spaces.Space, where: str) -> list[tuple[str, spaces.Space
         return parts
     if isinstance(space, (spaces.Box, spaces.Discrete)):
         return [("obs", space)]
-    raise TypeError(f"{where}: unsupported observation space {_one_line(space)}; supported: "
+    raise TypeError(f"{where}: unsupported observation space {one_line(space)}; supported: "
                     f"{SUPPORTED}")
 
 
@@ -64,7 +65,7 @@ def _obs_spec(name: str, space: spaces.Space, where: str) -> ObsSpec:
     if isinstance(space, spaces.Discrete):
         return ObsSpec(name, "vector", (int(space.n),), 0.0, 1.0)
     if not isinstance(space, spaces.Box):
-        raise TypeError(f"{where}: unsupported observation space {_one_line(space)} under "
+        raise TypeError(f"{where}: unsupported observation space {one_line(space)} under "
                         f"{name!r}; supported: {SUPPORTED}")
     if not np.prod(space.shape):
         raise ValueError(f"{where}: the observation {name!r} is empty ({space}); give it at "
@@ -199,7 +200,7 @@ class ParallelEnvGroup(GroupEnv):
                           and "action_mask" in self.obs_space.spaces)
         if self._has_mask and not branches:
             warnings.warn(f"agent {names[0]!r}: the observation's 'action_mask' is ignored: the "
-                          f"action space {_one_line(self.act_space)} has no discrete actions to "
+                          f"action space {one_line(self.act_space)} has no discrete actions to "
                           "mask", RuntimeWarning, stacklevel=2)
         self.pays_group_reward = False  # until its infos (at reset or a step) show a group_reward
         self._final_frames: dict[int, np.ndarray] = {}  # for rendering: ended episodes' last
@@ -231,18 +232,18 @@ class ParallelEnvGroup(GroupEnv):
                 raise ValueError(f"{where}: continuous actions need finite Box bounds"
                                  + (" (an integer Box made with -inf/inf holds its dtype's "
                                     "extremes and is not bounded)" if integer else "") + ", got "
-                                 f"{_one_line(space)}: the policy's actions in [-1, 1] are "
+                                 f"{one_line(space)}: the policy's actions in [-1, 1] are "
                                  "scaled to them; give the action space the range the env "
                                  "accepts (in a wrapper if need be)")
             if not np.prod(space.shape):
-                raise ValueError(f"{where}: the action space {_one_line(space)} is empty; an "
+                raise ValueError(f"{where}: the action space {one_line(space)} is empty; an "
                                  "agent needs at least one action")
             return int(np.prod(space.shape)), ()
         if isinstance(space, spaces.Discrete):
             return 0, (int(space.n),)
         if isinstance(space, spaces.MultiDiscrete) and space.nvec.ndim == 1:
             return 0, tuple(int(n) for n in space.nvec)
-        raise TypeError(f"{where}: unsupported action space {_one_line(space)}; supported: "
+        raise TypeError(f"{where}: unsupported action space {one_line(space)}; supported: "
                         f"{SUPPORTED_ACTIONS}")
 
     def _to_env_action(self, cont, disc):
@@ -558,11 +559,6 @@ def _naming(where: str):
         if hasattr(err, "add_note"):  # Python 3.11+
             err.add_note(f"(raised by {where})")
         raise
-
-
-def _one_line(space: spaces.Space) -> str:
-    """A space's repr on one line (a 2-D MultiDiscrete's nvec prints over several)."""
-    return " ".join(str(space).split())
 
 
 def _describe(value) -> str:

@@ -201,8 +201,10 @@ class POCAConfig:
         """What the Python API takes as a config: a POCAConfig, a mapping of one behavior's
         settings (as `from_dict`), a YAML file or bundled preset name (as `load`), or None for
         the defaults."""
-        if config is None or isinstance(config, cls):
-            return cls() if config is None else config
+        if config is None:
+            return cls()
+        if isinstance(config, cls):
+            return config
         if isinstance(config, dict):
             return cls.from_dict(config)
         if isinstance(config, (str, Path)):

@@ -287,16 +287,22 @@ def test_play_stopped_with_ctrl_c_keeps_what_was_played(tmp_path, suffix):
 
 
 def test_play_deterministic_plays_what_eval_deterministic_scores(tmp_path, capsys):
+    """An untrained (near-uniform) policy, so that sampled and most likely actions differ:
+    play --deterministic plays eval --deterministic's episode, plain play does not."""
     from poca.trainer import train
 
     run = tmp_path / "run"
-    train("Goal-v0", "goal", run_dir=run, until=lambda trainer: trainer.agent_steps >= 4000)
+    train("Goal-v0", "goal", run_dir=run, until=lambda trainer: True)  # one update
     latest = str(run / "checkpoints" / "latest.pt")
-    assert main(["eval", "Goal-v0", "--checkpoint", latest, "--episodes", "1", "--seed", "5",
-                 "--deterministic", "--json"]) == 0
-    scored = json.loads(capsys.readouterr().out)["mean"]
-    assert main(["play", "Goal-v0", "--checkpoint", latest, "--episodes", "1", "--seed", "5",
-                 "--deterministic", "--record", str(tmp_path / "x.gif")]) == 0
-    played = float(re.search(r"episode 0: group return ([+-]\d+\.\d+)",
-                             capsys.readouterr().out).group(1))
-    assert played == pytest.approx(scored, abs=1e-3)
+    played = {}
+    for flags in ([], ["--deterministic"]):
+        assert main(["eval", "Goal-v0", "--checkpoint", latest, "--episodes", "1", "--seed",
+                     "5", "--json", *flags]) == 0
+        scored = json.loads(capsys.readouterr().out)["returns"]
+        assert main(["play", "Goal-v0", "--checkpoint", latest, "--episodes", "6", "--seed",
+                     "5", "--record", str(tmp_path / "x.gif"), *flags]) == 0
+        played[bool(flags)] = [float(x) for x in re.findall(
+            r"group return ([+-]\d+\.\d+)", capsys.readouterr().out)]
+        if flags:
+            assert played[True][0] == pytest.approx(scored[0], abs=1e-3)
+    assert len(played[True]) == 6 and played[True] != played[False]
