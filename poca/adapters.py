@@ -220,7 +220,8 @@ class ParallelEnvGroup(GroupEnv):
                     "with SuperSuit (pip install supersuit): return "
                     "ss.agent_indicator_v0(ss.pad_action_space_v0(ss.pad_observations_v0(env))); "
                     "not opposing teams (e.g. mpe2 simple_tag's adversaries and prey): every "
-                    "agent learns from the sum of all rewards, and theirs cancel")
+                    "agent learns from the sum of all rewards, so each side would learn the "
+                    "other's goal too")
 
     def _action_sizes(self, where: str) -> tuple[int, tuple[int, ...]]:
         space = self.act_space

@@ -218,6 +218,7 @@ def _max_agents(args, state: dict) -> int | None:
 
 def _train(args) -> int:
     from poca import checkpoint
+    from poca.curves import LAST
     from poca.trainer import TrainingDiverged, train
 
     overrides = settings(args.set, args, (
@@ -269,7 +270,8 @@ def _train(args) -> int:
     rate = steps / max(result.wall_seconds, 1e-9)
     verb = "interrupted after" if result.interrupted else "trained"
     print(f"{verb} {steps:,} agent-steps ({result.agent_steps:,} in all), "
-          f"{episodes:,} episodes ({result.episodes:,} in all) in {result.wall_seconds:.1f} s "
+          f"{_counted(episodes, 'episode')} ({result.episodes:,} in all) in "
+          f"{result.wall_seconds:.1f} s "
           f"({rate:,.0f} agent-steps/s)")
     if state and not steps and not result.interrupted:
         print(f"the run had already reached max_steps {config.max_steps:,}; to train it "
@@ -281,7 +283,8 @@ def _train(args) -> int:
         means = {"group return": result.mean_return(),
                  "team return": result.mean_team_return()}
         name, other = _scores(result.pays_group_reward)
-        print(f"last 20 episodes: mean {_named(name)} {means[name]:+.3f}; mean {_named(other)} "
+        last = _counted(min(LAST, len(result.episode_log)), "episode")
+        print(f"last {last}: mean {_named(name)} {means[name]:+.3f}; mean {_named(other)} "
               f"{means[other]:+.3f}")
     print(f"checkpoint: {result.checkpoint}")
     return 130 if result.interrupted else 0
@@ -330,7 +333,8 @@ def _eval(args) -> int:
         print(json.dumps(result))
     else:
         key = other.split()[0]  # "group" or "team"
-        print(f"{_named(name)} over {result['episodes']} episodes: {result['mean']:+.3f} "
+        print(f"{_named(name)} over {_counted(result['episodes'], 'episode')}: "
+              f"{result['mean']:+.3f} "
               f"± {result['std']:.3f} (min {result['min']:+.3f}, max {result['max']:+.3f}); "
               f"{_named(other)} {result[key + '_mean']:+.3f} ± {result[key + '_std']:.3f}")
     return 0
@@ -340,6 +344,11 @@ def _scores(pays_group_reward: bool) -> tuple[str, str]:
     """(headline, second figure): the group return where the env pays one, else the team return."""
     return ("group return", "team return") if pays_group_reward else ("team return",
                                                                         "group return")
+
+
+def _counted(n: int, noun: str) -> str:
+    """'1 episode', '2 episodes', '1,000 episodes'."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _named(score: str) -> str:

@@ -254,17 +254,22 @@ def same_env_id(new: str, saved: str) -> bool:
         ":" in new and saved.removeprefix("__main__:") == new.partition(":")[2])
 
 
-def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwargs: dict | None,
-                   max_agents: int | None, force: bool) -> tuple[POCAConfig, dict, int | None]:
+def resumed_config(saved: dict, config: POCAConfig | dict | None, env_id: str,
+                   env_kwargs: dict | None, max_agents: int | None,
+                   force: bool) -> tuple[POCAConfig, dict, int | None]:
     """The config, env arguments and agent slots (`max_agents`) a resumed run continues with.
 
     The run's own (from its checkpoint `saved`) unless `config`/`env_kwargs`/`max_agents` are
-    given; those may differ from the run's only in `RESUMABLE` keys, or with `force`.
+    given; those may differ from the run's only in `RESUMABLE` keys, or with `force`. A dict
+    `config` holds only the settings to change (as `POCAConfig.override` takes them): the
+    others stay the run's, not the defaults.
     """
     try:
         own = POCAConfig.from_dict(saved["config"])
     except (ValueError, TypeError) as err:
         raise ValueError(f"the run's saved config is invalid: {err}") from None
+    if isinstance(config, dict):
+        config = own.override(config)
     # Rollout sizes left unset are derived from max_steps (`POCAConfig.rollout_sizes`): a resume
     # with more steps must not change them, so unset ones mean the run's own.
     slots = saved.get("spec", {}).get("num_agents")
@@ -303,9 +308,9 @@ def resumed_config(saved: dict, config: POCAConfig | None, env_id: str, env_kwar
                 if settings.get("network_settings.normalize_value") == (False, True) else "")
         raise ValueError("a resumed run keeps its settings; this would change "
                          + "; ".join(changes) + ". Only --max-steps (and --threads, "
-                         "--device, --env-workers, --no-progress) may differ; pass --force "
-                         "(force=True) "
-                         "to change them anyway" + hint)
+                         "--device, --env-workers, --no-progress) may differ (in Python, "
+                         "give only the settings to change: config={'max_steps': ...}); pass "
+                         "--force (force=True) to change them anyway" + hint)
     return (config or own), (saved["env_kwargs"] if env_kwargs is None else env_kwargs), (
         own_slots if max_agents is None else max_agents)
 

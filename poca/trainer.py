@@ -146,6 +146,9 @@ class Trainer:
         self.last_checkpoint: Path | None = None
         self._saved_at = 0
         self._config_unsaved = False  # resumed with a config its checkpoint does not hold
+        # |individual rewards| and |team rewards| summed until a team reward is not 0 (see
+        # `_warn_if_rewards_cancel`); None once that has been decided
+        self._reward_sums: np.ndarray | None = np.zeros(2)
         # the seed's initial weights, drawn without touching the caller's global generator
         with torch_settings(config.threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
@@ -291,7 +294,10 @@ class Trainer:
                          "group_starts"):
                 acted_cols[name].append(getattr(acted, name))
             acted_cols["actor_memory"].append(acted.memory)
-            env_cols["team_reward"].append(team_reward(after.group_reward, after.reward))
+            team = team_reward(after.group_reward, after.reward)
+            env_cols["team_reward"].append(team)
+            if self._reward_sums is not None:
+                self._reward_sums += (np.abs(after.reward).sum(), np.abs(team).sum())
             env_cols["group_done"].append(after.group_done)
             env_cols["group_truncated"].append(after.group_truncated)
             if after.group_truncated.any():
@@ -302,6 +308,7 @@ class Trainer:
             self._log_episodes(after, self.agent_steps + collected)
             step = after
         self._step = step
+        self._warn_if_rewards_cancel()
         device = self.device
         final_alive = (torch.as_tensor(np.concatenate(final_alive), device=device) if final_alive
                        else torch.zeros((0, self.spec.num_agents), dtype=torch.bool,
@@ -318,6 +325,25 @@ class Trainer:
             final_obs=blank_absent([np.concatenate(component)
                                     for component in zip(*final_obs, strict=False)], final_alive),
             final_alive=final_alive)
+
+    def _warn_if_rewards_cancel(self) -> None:
+        """Every agent learns from the team reward, the sum of the step's rewards: in a
+        zero-sum game (tictactoe: +1 for the winner, -1 for the loser) it is always 0 and the
+        run learns nothing. Said once, when episodes have ended and the agents' rewards were not
+        all 0 but every step's sum was; decided for good by the first team reward that is not 0.
+        """
+        if self._reward_sums is None:
+            return
+        individual, team = self._reward_sums
+        if team > 0:
+            self._reward_sums = None
+        elif individual > 0 and self.episodes:
+            self._reward_sums = None
+            warnings.warn("the agents' rewards are not all 0, but on every step so far they "
+                          "summed to 0: every agent learns from the team reward, their sum, so "
+                          "this run learns nothing. POCA trains agents that cooperate; a "
+                          "zero-sum game (one agent's win is another's loss) has nothing for "
+                          "it to learn", stacklevel=3)
 
     def _log_episodes(self, step, agent_steps: int) -> None:
         """Add the step's rewards to each env's running returns; log the episodes it ended."""
@@ -628,7 +654,9 @@ def train(env_id, config: POCAConfig | dict | str | Path | None = None,
     `env_id`: a registered task ("groupenvs/Goal-v0"), a "module:factory" path (imported and
     called: it runs that module's code), or a callable returning a PettingZoo ParallelEnv (or,
     taking `num_envs`, a GroupEnv). `config`: a `POCAConfig`, a dict of settings, a YAML file or
-    bundled preset name ("goal"), or None for the defaults. `max_agents`: slots for
+    bundled preset name ("goal"), or None for the defaults; on resume, None keeps the run's
+    own, and a dict holds only the settings to change (`{"max_steps": 200_000}`), laid over
+    the run's own. `max_agents`: slots for
     ParallelEnvs that add agents under new names. `until(trainer)`: stop early when true.
     `starting(trainer)`: called once the env, the networks and the run folder are made and
     checked, before training (the CLI says what it trains there, so that bad input is its only
@@ -642,9 +670,18 @@ def train(env_id, config: POCAConfig | dict | str | Path | None = None,
     from poca.adapters import env_name, make_env
 
     name = env_name(env_id)
-    config = None if config is None else POCAConfig.of(config)  # None: the run's, on resume
+    if run_dir is not None and ("<lambda>" in name or "<locals>" in name):
+        warnings.warn(f"the run records its env as {name!r}, which names no factory another "
+                      "process can make: a resume from the CLI cannot make it, and a resume "
+                      "cannot tell this callable's env from another (every lambda of a module "
+                      "has this name). Give a top-level function, or functools.partial of one, "
+                      "so that the run says what it trained on",
+                      stacklevel=2)
+    resuming = resume is not False
+    if not (resuming and isinstance(config, dict)):  # on resume a dict is laid over the run's
+        config = None if config is None else POCAConfig.of(config)  # None: the run's, on resume
     state, latest = None, None
-    if resume is not False:
+    if resuming:
         if run_dir is None:
             raise ValueError("resume needs the run_dir of the run to continue")
         latest = runfolder.latest_checkpoint(run_dir)

@@ -106,6 +106,8 @@ def test_third_party_train_and_eval_lead_with_the_team_return(third_party, capsy
         result["mean"])
     assert main(["eval", "scored_pz:Scored", "--checkpoint", checkpoint, "--episodes", "8"]) == 0
     assert capsys.readouterr().out.startswith("team return (sum of all rewards) over 8 episodes")
+    assert main(["eval", "scored_pz:Scored", "--checkpoint", checkpoint, "--episodes", "1"]) == 0
+    assert capsys.readouterr().out.startswith("team return (sum of all rewards) over 1 episode:")
 
 
 @pytest.mark.parametrize("pays_group_reward", [True, False])

@@ -4,6 +4,7 @@ caller's torch state as they found it, and an interrupted object never holds hal
 import csv
 import dataclasses
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -188,3 +189,67 @@ def test_train_takes_a_dict_or_a_preset_name_as_the_cli_takes_a_file():
         train("Goal-v0", {"hyperparameters": {"learning_rate": 0.0}})
     with pytest.raises(TypeError, match="config must be a POCAConfig, a dict of settings"):
         train("Goal-v0", 3)
+
+
+def test_a_resume_given_a_dict_changes_only_the_settings_it_names(tmp_path):
+    """On resume a dict holds the settings to change, laid over the run's own: keys it leaves
+    out keep the run's values (before, they fell back to the defaults, and the resume was
+    refused for changing them); a setting that may not change is still refused."""
+    run = tmp_path / "run"
+    train("Goal-v0", small(max_steps=600, summary_freq=200, num_envs=4), run_dir=run)
+    result = train("Goal-v0", {"max_steps": 1200}, run_dir=run, resume=True)
+    assert result.agent_steps >= 1200
+    saved = checkpoint.load(run / "checkpoints" / "latest.pt")["config"]
+    assert (saved["max_steps"], saved["summary_freq"], saved["num_envs"]) == (1200, 200, 4)
+    with pytest.raises(ValueError, match=r"summary_freq 200 -> 100.*config=\{'max_steps'"):
+        train("Goal-v0", {"summary_freq": 100}, run_dir=run, resume=True)
+
+
+def test_a_lambda_env_with_a_run_folder_is_warned_about(tmp_path):
+    """Every lambda of a module records the same name: no other process can make the env, and
+    a resume cannot tell one from another. A top-level factory trains without the warning."""
+    config = small(max_steps=200, num_envs=2)
+    with pytest.warns(UserWarning, match="names no factory another process can make"):
+        train(lambda: Endless(), config, run_dir=tmp_path / "a")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        train(Endless, config, run_dir=tmp_path / "b")
+        train(lambda: Endless(), config)  # no run folder: nothing is recorded
+
+
+class ZeroSum(Endless):
+    """Two-step episodes; at the end one agent wins +1 and the other loses -1 (or, cooperative,
+    both get +1)."""
+
+    cooperative = False
+
+    def reset(self, seed=None, options=None):
+        self.t = 0
+        return super().reset(seed, options)
+
+    def step(self, actions):
+        self.t += 1
+        obs, _, term, trunc, infos = super().step(actions)
+        end = self.t == 2
+        win = 1.0 if actions["a"] == actions["b"] else -1.0
+        rew = {"a": win * end, "b": (win if self.cooperative else -win) * end}
+        term = dict.fromkeys(term, end)
+        if end:
+            self.agents = []
+        return obs, rew, term, trunc, infos
+
+
+class Cooperative(ZeroSum):
+    cooperative = True
+
+
+def test_rewards_that_always_sum_to_zero_are_warned_about_once():
+    config = small(max_steps=400, num_envs=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(ZeroSum, config)
+    cancel = [w for w in caught if "summed to 0" in str(w.message)]
+    assert len(cancel) == 1 and "learns nothing" in str(cancel[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        train(Cooperative, config)
