@@ -588,7 +588,13 @@ def env_name(env_id) -> str:
     """What a run records as its environment: an ID as given; a callable as `module:qualname`
     (the `module:factory` ID that makes the same env, where the factory is top-level), a
     `functools.partial` with its arguments. The same in every process (a repr holds a memory
-    address), so a run trained through the Python API can be resumed from another process."""
+    address), so a run trained through the Python API can be resumed from another process.
+
+    A callable whose qualname cannot be imported (a lambda, or a function made inside another,
+    as PettingZoo's `parallel_env`, which every PettingZoo env module holds as a closure made
+    by `parallel_wrapper_fn`) is named by a module attribute that holds it, where one does:
+    `pettingzoo.sisl.pursuit_v5:parallel_env`, not the closure's qualname shared by every
+    PettingZoo env."""
     if isinstance(env_id, str):
         return env_id
     if isinstance(env_id, partial):
@@ -597,11 +603,53 @@ def env_name(env_id) -> str:
         return f"partial({', '.join([env_name(env_id.func), *arguments])})"
     named = env_id if hasattr(env_id, "__qualname__") else type(env_id)  # or an instance
     module = getattr(named, "__module__", None) or "?"
+    qualname = named.__qualname__
+    if "<" in qualname and named is env_id:  # <lambda>, <locals>: not importable by that name
+        module, qualname = _module_attribute(env_id) or (module, qualname)
     if module == "__main__":  # a script's own factory: the module that importing it gives
         main = sys.modules.get("__main__")
         spec, path = getattr(main, "__spec__", None), getattr(main, "__file__", None)
         module = spec.name if spec is not None else Path(path).stem if path else module
-    return f"{module}:{named.__qualname__}"
+    return f"{module}:{qualname}"
+
+
+def _module_attribute(obj) -> tuple[str, str] | None:
+    """(module, name) of a public module-level attribute that is `obj`, in the module with the
+    shortest name (PettingZoo's `pursuit_v5` over the `pursuit.pursuit` it imports from; a
+    script's own `__main__` only where no module holds it), or None. Scans the imported
+    modules: ~5 ms with torch imported, for callables whose qualname cannot be imported."""
+    found, main = [], sys.modules.get("__main__")
+    for module_name, module in list(sys.modules.items()):
+        if module is main:  # also as multiprocessing's alias `__mp_main__`
+            module_name = "__main__"
+        for attr, value in list(getattr(module, "__dict__", {}).items()):
+            if value is obj and not attr.startswith("_"):
+                found.append((module_name == "__main__", len(module_name), module_name, attr))
+    return min(found)[2:] if found else None
+
+
+def unmakeable(env_id) -> str | None:
+    """Why no other process can make the env a run records for the callable `env_id` (see
+    `env_name`), or None when one can: a `module:factory` ID imports the module and calls the
+    attribute."""
+    if isinstance(env_id, str):
+        return None
+    name = env_name(env_id)
+    target = env_id
+    while isinstance(target, partial):
+        target = target.func
+    if "<lambda>" in name or "<locals>" in name:
+        return "a lambda, or a function made inside another, that no module holds"
+    if " at 0x" in name:
+        return "an argument's repr holds a memory address, which differs in every process"
+    if name.startswith(("__main__:", "?:")) or "(__main__:" in name:
+        return "it was defined where no other process can import it (python -c, a notebook)"
+    if inspect.ismethod(target):
+        return "a bound method is recorded without its instance"
+    if not (inspect.isfunction(target) or inspect.isclass(target)
+            or inspect.isbuiltin(target)):
+        return "an instance is recorded by its class, which another process would call instead"
+    return None
 
 
 def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,

@@ -277,7 +277,7 @@ def _train(args) -> int:
         print(f"the run had already reached max_steps {config.max_steps:,}; to train it "
               "further, resume with a larger --max-steps")
     if not result.episode_log:  # the means of no episodes would print as +nan
-        print("last 20 episodes: none has ended yet" + ("" if result.interrupted else
+        print("no episode has ended yet" + ("" if result.interrupted else
               " (an episode is longer than this run; raise --max-steps)"))
     else:
         means = {"group return": result.mean_return(),

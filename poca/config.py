@@ -199,14 +199,14 @@ class POCAConfig:
     @classmethod
     def of(cls, config: POCAConfig | dict | str | Path | None) -> POCAConfig:
         """What the Python API takes as a config: a POCAConfig, a mapping of one behavior's
-        settings (as `from_dict`), a YAML file or bundled preset name (as `load`), or None for
-        the defaults."""
+        settings (as `from_dict`, or dotted keys as `override`), a YAML file or bundled preset
+        name (as `load`), or None for the defaults."""
         if config is None:
             return cls()
         if isinstance(config, cls):
             return config
-        if isinstance(config, dict):
-            return cls.from_dict(config)
+        if isinstance(config, dict):  # nested sections or dotted keys, as `override` takes
+            return cls().override(config)
         if isinstance(config, (str, Path)):
             return cls.load(config)
         raise TypeError(f"config must be a POCAConfig, a dict of settings, a YAML file or preset "

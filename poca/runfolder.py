@@ -307,10 +307,10 @@ def resumed_config(saved: dict, config: POCAConfig | dict | None, env_id: str,
                 "'normalize_value: false' under network_settings, or resume without --config"
                 if settings.get("network_settings.normalize_value") == (False, True) else "")
         raise ValueError("a resumed run keeps its settings; this would change "
-                         + "; ".join(changes) + ". Only --max-steps (and --threads, "
-                         "--device, --env-workers, --no-progress) may differ (in Python, "
-                         "give only the settings to change: config={'max_steps': ...}); pass "
-                         "--force (force=True) to change them anyway" + hint)
+                         + "; ".join(changes) + ". Only max_steps, threads, device and "
+                         "num_env_workers (--max-steps, --threads, --device, --env-workers; "
+                         "and --no-progress) may differ; pass --force (force=True) to change "
+                         "them anyway" + hint)
     return (config or own), (saved["env_kwargs"] if env_kwargs is None else env_kwargs), (
         own_slots if max_agents is None else max_agents)
 

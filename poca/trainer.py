@@ -146,9 +146,9 @@ class Trainer:
         self.last_checkpoint: Path | None = None
         self._saved_at = 0
         self._config_unsaved = False  # resumed with a config its checkpoint does not hold
-        # |individual rewards| and |team rewards| summed until a team reward is not 0 (see
-        # `_warn_if_rewards_cancel`); None once that has been decided
-        self._reward_sums: np.ndarray | None = np.zeros(2)
+        # [|individual rewards| summed, episodes ended with a team return of 0] until an
+        # episode's is not 0 (see `_warn_if_rewards_cancel`); None once decided
+        self._cancel_watch: list | None = [0.0, 0]
         # the seed's initial weights, drawn without touching the caller's global generator
         with torch_settings(config.threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
@@ -294,10 +294,9 @@ class Trainer:
                          "group_starts"):
                 acted_cols[name].append(getattr(acted, name))
             acted_cols["actor_memory"].append(acted.memory)
-            team = team_reward(after.group_reward, after.reward)
-            env_cols["team_reward"].append(team)
-            if self._reward_sums is not None:
-                self._reward_sums += (np.abs(after.reward).sum(), np.abs(team).sum())
+            env_cols["team_reward"].append(team_reward(after.group_reward, after.reward))
+            if self._cancel_watch is not None:
+                self._cancel_watch[0] += float(np.abs(after.reward).sum())
             env_cols["group_done"].append(after.group_done)
             env_cols["group_truncated"].append(after.group_truncated)
             if after.group_truncated.any():
@@ -327,23 +326,20 @@ class Trainer:
             final_alive=final_alive)
 
     def _warn_if_rewards_cancel(self) -> None:
-        """Every agent learns from the team reward, the sum of the step's rewards: in a
-        zero-sum game (tictactoe: +1 for the winner, -1 for the loser) it is always 0 and the
-        run learns nothing. Said once, when episodes have ended and the agents' rewards were not
-        all 0 but every step's sum was; decided for good by the first team reward that is not 0.
+        """Every agent learns from the team reward, the sum of all rewards: in a zero-sum game
+        (tictactoe: +1 for the winner, -1 for the loser) every episode's sum is 0 and the run
+        learns nothing. Said once, after `LAST` episodes that all summed to 0 while the agents'
+        rewards were not all 0; an episode whose team return is not 0 ends the watch.
         """
-        if self._reward_sums is None:
-            return
-        individual, team = self._reward_sums
-        if team > 0:
-            self._reward_sums = None
-        elif individual > 0 and self.episodes:
-            self._reward_sums = None
-            warnings.warn("the agents' rewards are not all 0, but on every step so far they "
-                          "summed to 0: every agent learns from the team reward, their sum, so "
-                          "this run learns nothing. POCA trains agents that cooperate; a "
-                          "zero-sum game (one agent's win is another's loss) has nothing for "
-                          "it to learn", stacklevel=3)
+        watch = self._cancel_watch
+        if watch is not None and watch[1] >= LAST and watch[0] > 0:
+            self._cancel_watch = None
+            warnings.warn(f"the agents' rewards are not all 0, but each of the {watch[1]} "
+                          "episodes so far summed to 0: every agent learns from the team "
+                          "reward, their sum, so until an episode sums to something else this "
+                          "run learns nothing, and in a zero-sum game (one agent's win is "
+                          "another's loss) none will. POCA trains agents that cooperate",
+                          stacklevel=3)
 
     def _log_episodes(self, step, agent_steps: int) -> None:
         """Add the step's rewards to each env's running returns; log the episodes it ended."""
@@ -352,6 +348,11 @@ class Trainer:
         for env_index in np.flatnonzero(step.group_done):
             self.episode_log.append((agent_steps, float(self._group_return[env_index])))
             self.team_log.append(float(self._team_return[env_index]))
+            if self._cancel_watch is not None:
+                if self.team_log[-1] != 0:
+                    self._cancel_watch = None
+                else:
+                    self._cancel_watch[1] += 1
             self._group_return[env_index] = self._team_return[env_index] = 0.0
             self.episodes += 1
 
@@ -667,16 +668,19 @@ def train(env_id, config: POCAConfig | dict | str | Path | None = None,
     `runfolder.RESUMABLE` settings (max_steps, threads, num_env_workers, device) unless
     `force`.
     """
-    from poca.adapters import env_name, make_env
+    from poca.adapters import env_name, make_env, unmakeable
 
     name = env_name(env_id)
-    if run_dir is not None and ("<lambda>" in name or "<locals>" in name):
-        warnings.warn(f"the run records its env as {name!r}, which names no factory another "
-                      "process can make: a resume from the CLI cannot make it, and a resume "
-                      "cannot tell this callable's env from another (every lambda of a module "
-                      "has this name). Give a top-level function, or functools.partial of one, "
-                      "so that the run says what it trained on",
+    why = None if run_dir is None else unmakeable(env_id)
+    if why is not None:
+        warnings.warn(f"the run records its env as {name!r}, which no other process can make "
+                      f"({why}): a resume cannot tell it from another env recorded so, and the "
+                      "CLI cannot resume it. Give a top-level function, or functools.partial "
+                      "of one with plain arguments, so that the run says what it trained on",
                       stacklevel=2)
+    if not isinstance(resume, (bool, dict)):
+        raise TypeError(f"resume must be True, False or a checkpoint's state (a dict), got "
+                        f"{resume!r}")
     resuming = resume is not False
     if not (resuming and isinstance(config, dict)):  # on resume a dict is laid over the run's
         config = None if config is None else POCAConfig.of(config)  # None: the run's, on resume

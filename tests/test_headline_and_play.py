@@ -194,7 +194,7 @@ def test_a_run_shorter_than_an_episode_says_so_rather_than_nan(tmp_path, capsys)
                  "--set", "hyperparameters.batch_size=50"]) == 0
     out = capsys.readouterr().out
     assert "0 episodes" in out and "+nan" not in out
-    assert "last 20 episodes: none has ended yet (an episode is longer than this run" in out
+    assert "no episode has ended yet (an episode is longer than this run" in out
 
 
 def test_eval_and_play_cap_episodes_of_an_env_without_a_time_limit(third_party, tmp_path,

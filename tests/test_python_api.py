@@ -187,6 +187,8 @@ def test_train_takes_a_dict_or_a_preset_name_as_the_cli_takes_a_file():
     assert runs[0] and runs[0] == runs[1]
     with pytest.raises(ValueError, match="learning_rate must be > 0"):
         train("Goal-v0", {"hyperparameters": {"learning_rate": 0.0}})
+    with pytest.raises(ValueError, match="learning_rate must be > 0"):  # dotted, as override
+        train("Goal-v0", {"hyperparameters.learning_rate": 0.0})
     with pytest.raises(TypeError, match="config must be a POCAConfig, a dict of settings"):
         train("Goal-v0", 3)
 
@@ -201,15 +203,18 @@ def test_a_resume_given_a_dict_changes_only_the_settings_it_names(tmp_path):
     assert result.agent_steps >= 1200
     saved = checkpoint.load(run / "checkpoints" / "latest.pt")["config"]
     assert (saved["max_steps"], saved["summary_freq"], saved["num_envs"]) == (1200, 200, 4)
-    with pytest.raises(ValueError, match=r"summary_freq 200 -> 100.*config=\{'max_steps'"):
+    with pytest.raises(ValueError, match=r"summary_freq 200 -> 100. Only max_steps, "):
         train("Goal-v0", {"summary_freq": 100}, run_dir=run, resume=True)
+    with pytest.raises(TypeError, match="resume must be True, False or a checkpoint's state"):
+        train("Goal-v0", {"max_steps": 1800}, run_dir=run, resume=None)  # not a resume by
+        # accident (None is not False)
 
 
 def test_a_lambda_env_with_a_run_folder_is_warned_about(tmp_path):
     """Every lambda of a module records the same name: no other process can make the env, and
     a resume cannot tell one from another. A top-level factory trains without the warning."""
     config = small(max_steps=200, num_envs=2)
-    with pytest.warns(UserWarning, match="names no factory another process can make"):
+    with pytest.warns(UserWarning, match=r"no other process can make \(a lambda"):
         train(lambda: Endless(), config, run_dir=tmp_path / "a")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -218,10 +223,10 @@ def test_a_lambda_env_with_a_run_folder_is_warned_about(tmp_path):
 
 
 class ZeroSum(Endless):
-    """Two-step episodes; at the end one agent wins +1 and the other loses -1 (or, cooperative,
-    both get +1)."""
+    """Two-step episodes; one agent wins +1 and the other loses -1, on the last step or, with
+    `staggered`, the loser on the first and the winner on the last (`cooperative`: both +1)."""
 
-    cooperative = False
+    cooperative = staggered = False
 
     def reset(self, seed=None, options=None):
         self.t = 0
@@ -231,25 +236,38 @@ class ZeroSum(Endless):
         self.t += 1
         obs, _, term, trunc, infos = super().step(actions)
         end = self.t == 2
-        win = 1.0 if actions["a"] == actions["b"] else -1.0
-        rew = {"a": win * end, "b": (win if self.cooperative else -win) * end}
+        if self.t == 1:  # the outcome: whether the first actions matched
+            self.win = 1.0 if actions["a"] == actions["b"] else -1.0
+        lose = self.win if self.cooperative else -self.win
+        rew = {"a": self.win * end, "b": lose * (self.t == 1 if self.staggered else end)}
         term = dict.fromkeys(term, end)
         if end:
             self.agents = []
         return obs, rew, term, trunc, infos
 
 
+class Staggered(ZeroSum):
+    staggered = True
+
+
 class Cooperative(ZeroSum):
     cooperative = True
 
 
-def test_rewards_that_always_sum_to_zero_are_warned_about_once():
+@pytest.mark.parametrize("env", [ZeroSum, Staggered])
+def test_episodes_that_always_sum_to_zero_are_warned_about_once(env):
     config = small(max_steps=400, num_envs=2)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        train(ZeroSum, config)
+        train(env, config)
     cancel = [w for w in caught if "summed to 0" in str(w.message)]
     assert len(cancel) == 1 and "learns nothing" in str(cancel[0].message)
+
+
+def test_a_cooperative_task_or_one_with_too_few_episodes_is_not_warned_about():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        train(Cooperative, config)
+        train(Cooperative, small(max_steps=400, num_envs=2))
+        few = small(max_steps=60, num_envs=2, **{"hyperparameters.buffer_size": 32,
+                                                 "hyperparameters.batch_size": 8})
+        assert train(ZeroSum, few).episodes < 20  # too few to say
