@@ -259,6 +259,9 @@ class ParallelEnvGroup(GroupEnv):
                 # and within what the dtype holds: float64(2**63 - 1) is 2**63, which the cast
                 # would wrap to the lowest int64
                 scaled = np.clip(np.rint(scaled), *_float64_range(space.dtype))
+            elif space.dtype.kind == "b":  # the nearest of False and True (a cast is True
+                # for everything but exactly the lowest output)
+                scaled = np.rint(scaled)
             scaled = scaled.astype(space.dtype)
             return np.clip(scaled, low, high).reshape(space.shape)
         if isinstance(space, spaces.Discrete):

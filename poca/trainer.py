@@ -149,6 +149,7 @@ class Trainer:
         # [|individual rewards| summed, episodes ended with a team return of 0] until an
         # episode's is not 0 (see `_warn_if_rewards_cancel`); None once decided
         self._cancel_watch: list | None = [0.0, 0]
+        self._peak_reward = 0.0
         # the seed's initial weights, drawn without touching the caller's global generator
         with torch_settings(config.threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(config.seed)
@@ -308,6 +309,9 @@ class Trainer:
             step = after
         self._step = step
         self._warn_if_rewards_cancel()
+        # the largest team reward in size, named if training diverges (huge rewards overflow)
+        self._peak_reward = max(self._peak_reward,
+                                float(np.abs(np.stack(env_cols["team_reward"])).max()))
         device = self.device
         final_alive = (torch.as_tensor(np.concatenate(final_alive), device=device) if final_alive
                        else torch.zeros((0, self.spec.num_agents), dtype=torch.bool,
@@ -516,8 +520,12 @@ class Trainer:
 
     def _diverged_message(self, what: str) -> str:
         last = self.last_checkpoint or "none written yet"
+        peak = self._peak_reward
+        scale = "" if peak < 1e6 else (  # returns and squared errors overflow float32
+            f"; the team rewards reached {peak:.3g} a step: scale them down (e.g. "
+            "reward_signals.extrinsic.strength)")
         return (f"{what} became NaN/inf at agent-step {self.agent_steps} (update "
-                f"{self.updates}); training stopped. Last good checkpoint: {last}")
+                f"{self.updates}); training stopped. Last good checkpoint: {last}{scale}")
 
     # --- checkpoints (the I/O is poca/checkpoint.py's) ----------------------------------------
     def load(self, path: str | Path, state: dict | None = None) -> None:

@@ -488,6 +488,17 @@ def test_integer_box_actions_are_the_nearest_whole_number():
     assert played == [0, 1, 1, 2, 2, 2, 3, 3]  # -0.2 -> 1.2, 0.0 -> 1.5 (to even: 2), 0.2 -> 1.8
 
 
+def test_bool_box_actions_are_the_nearest_of_false_and_true():
+    """Box(0, 1, bool): the scaled value rounded, as an integer Box's (a cast made every output
+    but exactly -1 True)."""
+    space = spaces.Box(0, 1, (2,), bool)
+    factory = type("Switches", (WholeNumbers,), {"action_space": lambda self, agent: space})
+    env = ParallelEnvGroup(factory, num_envs=1)
+    played = [bool(env._to_env_action(np.full(2, u, np.float32), None)[0])
+              for u in (-1.0, -0.5, -0.1, 0.1, 0.5, 1.0)]
+    assert played == [False, False, False, True, True, True]
+
+
 I64, U64 = np.iinfo(np.int64), np.iinfo(np.uint64)
 
 
@@ -562,6 +573,25 @@ def test_rewards_whose_sum_float32_cannot_hold_are_an_error_naming_the_step():
     with pytest.raises(ValueError, match=r"env copy 0, episode step 1: the step's rewards add "
                                          r"up beyond float32's range"):
         env.step({"discrete": np.ones((1, 3, 1), np.int64)})
+
+
+class VastRewards(Leaving):
+    """Rewards float32 holds, whose returns and squared errors it does not."""
+
+    def step(self, actions):
+        obs, rew, term, trunc, infos = super().step(actions)
+        return obs, dict.fromkeys(rew, 3e37), term, trunc, infos
+
+
+def test_training_that_diverges_on_vast_rewards_says_how_large_they_were():
+    from poca.trainer import TrainingDiverged
+
+    config = POCAConfig().override({"hyperparameters.batch_size": 16, "max_steps": 400,
+                                    "hyperparameters.buffer_size": 32, "num_envs": 2,
+                                    "network_settings.hidden_units": 16})
+    with pytest.raises(TrainingDiverged, match=r"the team rewards reached 9e\+37 a step: scale "
+                                               r"them down"):
+        train(VastRewards, config)
 
 
 def test_float16_observations_are_checked_without_overflow():
