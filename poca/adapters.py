@@ -8,9 +8,11 @@ factory: `ParallelEnvGroup` steps N copies of it as one batch of groups.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
 import inspect
 import math
+import re
 import sys
 import traceback
 import warnings
@@ -597,7 +599,8 @@ def env_name(env_id) -> str:
     as PettingZoo's `parallel_env`, which every PettingZoo env module holds as a closure made
     by `parallel_wrapper_fn`) is named by a module attribute that holds it, where one does:
     `pettingzoo.sisl.pursuit_v5:parallel_env`, not the closure's qualname shared by every
-    PettingZoo env."""
+    PettingZoo env. Where none does, a fingerprint of what it computes follows its qualname
+    (`mytrain:<lambda>#3f2a9c01`), so that a resume tells two lambdas apart."""
     if isinstance(env_id, str):
         return env_id
     if isinstance(env_id, partial):
@@ -608,7 +611,11 @@ def env_name(env_id) -> str:
     module = getattr(named, "__module__", None) or "?"
     qualname = named.__qualname__
     if "<" in qualname and named is env_id:  # <lambda>, <locals>: not importable by that name
-        module, qualname = _module_attribute(env_id) or (module, qualname)
+        held = _module_attribute(env_id)
+        if held is not None:
+            module, qualname = held
+        elif hasattr(env_id, "__code__"):
+            qualname += f"#{_fingerprint(env_id)}"
     if module == "__main__":  # a script's own factory: the module that importing it gives
         main = sys.modules.get("__main__")
         spec, path = getattr(main, "__spec__", None), getattr(main, "__file__", None)
@@ -631,28 +638,25 @@ def _module_attribute(obj) -> tuple[str, str] | None:
     return min(found)[2:] if found else None
 
 
-def unmakeable(env_id) -> str | None:
-    """Why no other process can make the env a run records for the callable `env_id` (see
-    `env_name`), or None when one can: a `module:factory` ID imports the module and calls the
-    attribute."""
-    if isinstance(env_id, str):
-        return None
-    name = env_name(env_id)
-    target = env_id
-    while isinstance(target, partial):
-        target = target.func
-    if "<lambda>" in name or "<locals>" in name:
-        return "a lambda, or a function made inside another, that no module holds"
-    if " at 0x" in name:
-        return "an argument's repr holds a memory address, which differs in every process"
-    if name.startswith(("__main__:", "?:")) or "(__main__:" in name:
-        return "it was defined where no other process can import it (python -c, a notebook)"
-    if inspect.ismethod(target):
-        return "a bound method is recorded without its instance"
-    if not (inspect.isfunction(target) or inspect.isclass(target)
-            or inspect.isbuiltin(target)):
-        return "an instance is recorded by its class, which another process would call instead"
-    return None
+def _fingerprint(function) -> str:
+    """8 hex digits of what a function computes: its bytecode, constants (nested code alike),
+    names, defaults and the values it closes over, by their reprs without memory addresses
+    (which differ in every process) and without line numbers (an edit above it moves them)."""
+    def code_text(code) -> str:
+        consts = [code_text(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts]
+        return repr((code.co_code, consts, code.co_names))
+
+    def contents(cell) -> str:
+        try:
+            return repr(cell.cell_contents)
+        except ValueError:  # a cell not filled yet
+            return "<empty>"
+
+    text = repr((code_text(function.__code__), repr(function.__defaults__),
+                 repr(function.__kwdefaults__),
+                 [contents(cell) for cell in function.__closure__ or ()]))
+    text = re.sub(r" at 0x[0-9a-fA-F]+", "", text)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
 def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,

@@ -13,6 +13,7 @@ import copy
 import csv
 import json
 import os
+import re
 import signal
 import threading
 from pathlib import Path
@@ -248,10 +249,16 @@ class Interrupts:
 
 
 def same_env_id(new: str, saved: str) -> bool:
-    """Runs saved before callables were recorded as module:qualname hold the bare qualname, and
-    before a script's own factory was named by the script's module, `__main__:qualname`."""
+    """Runs saved before callables were recorded as module:qualname hold the bare qualname,
+    before a script's own factory was named by the script's module, `__main__:qualname`, and
+    before lambdas got their fingerprint, `module:<lambda>` (`adapters.env_name`)."""
+    if not FINGERPRINT.search(saved):
+        new = FINGERPRINT.sub(r"\1", new)
     return new.removeprefix("groupenvs/") == saved.removeprefix("groupenvs/") or (
         ":" in new and saved.removeprefix("__main__:") == new.partition(":")[2])
+
+
+FINGERPRINT = re.compile(r"(<(?:lambda|locals)>[\w.<>]*)#[0-9a-f]{8}\b")  # <lambda>#3f2a9c01
 
 
 def resumed_config(saved: dict, config: POCAConfig | dict | None, env_id: str,

@@ -676,16 +676,9 @@ def train(env_id, config: POCAConfig | dict | str | Path | None = None,
     `runfolder.RESUMABLE` settings (max_steps, threads, num_env_workers, device) unless
     `force`.
     """
-    from poca.adapters import env_name, make_env, unmakeable
+    from poca.adapters import env_name, make_env
 
     name = env_name(env_id)
-    why = None if run_dir is None else unmakeable(env_id)
-    if why is not None:
-        warnings.warn(f"the run records its env as {name!r}, which no other process can make "
-                      f"({why}): a resume cannot tell it from another env recorded so, and the "
-                      "CLI cannot resume it. Give a top-level function, or functools.partial "
-                      "of one with plain arguments, so that the run says what it trained on",
-                      stacklevel=2)
     if not isinstance(resume, (bool, dict)):
         raise TypeError(f"resume must be True, False or a checkpoint's state (a dict), got "
                         f"{resume!r}")

@@ -210,16 +210,17 @@ def test_a_resume_given_a_dict_changes_only_the_settings_it_names(tmp_path):
         # accident (None is not False)
 
 
-def test_a_lambda_env_with_a_run_folder_is_warned_about(tmp_path):
-    """Every lambda of a module records the same name: no other process can make the env, and
-    a resume cannot tell one from another. A top-level factory trains without the warning."""
-    config = small(max_steps=200, num_envs=2)
-    with pytest.warns(UserWarning, match=r"no other process can make \(a lambda"):
-        train(lambda: Endless(), config, run_dir=tmp_path / "a")
+def test_a_resume_tells_a_lambda_env_from_another(tmp_path):
+    """Every lambda of a module has the qualname `<lambda>`: a run records it with a
+    fingerprint of what it computes, so that a resume on a lambda that makes another env is
+    refused (it went on silently) and one on the same lambda written again is not."""
+    config, run = small(max_steps=200, num_envs=2), tmp_path / "run"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        train(Endless, config, run_dir=tmp_path / "b")
-        train(lambda: Endless(), config)  # no run folder: nothing is recorded
+        train(lambda: Endless(), config, run_dir=run)
+        train(lambda: Endless(), config.override({"max_steps": 400}), run_dir=run, resume=True)
+    with pytest.raises(ValueError, match=r"environment '.*<lambda>#[0-9a-f]{8}' -> "):
+        train(lambda: ZeroSum(), config.override({"max_steps": 600}), run_dir=run, resume=True)
 
 
 class ZeroSum(Endless):

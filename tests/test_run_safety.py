@@ -360,11 +360,9 @@ def test_a_closure_factory_is_recorded_by_the_module_attribute_that_holds_it(tmp
     """PettingZoo's env modules hold `parallel_env` as a closure made by `parallel_wrapper_fn`:
     its qualname (`parallel_wrapper_fn.<locals>.par_fn`) is the same for every env and no
     process can import it, so a run recorded every PettingZoo env alike and a resume on
-    another env went unnoticed. The attribute that holds it names it; what nothing names is
-    warned about (`unmakeable`)."""
-    import functools
-
-    from poca.adapters import env_name, unmakeable
+    another env went unnoticed. The attribute that holds it names it; one that no module
+    holds (a lambda) gets a fingerprint of what it computes."""
+    from poca.adapters import env_name
 
     (tmp_path / "closures.py").write_text(
         "from envs.pettingzoo import GroupParallelEnv\n\n\n"
@@ -372,26 +370,31 @@ def test_a_closure_factory_is_recorded_by_the_module_attribute_that_holds_it(tmp
         "    def par_fn():\n"
         "        return GroupParallelEnv('Goal-v0', num_agents=num_agents)\n"
         "    return par_fn\n\n\n"
-        "two = wrapper(2)\nthree = wrapper(3)\n\n\n"
-        "class Maker:\n    def make(self):\n        return three()\n\n"
-        "    def __call__(self):\n        return three()\n")
+        "two = wrapper(2)\nthree = wrapper(3)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     import closures
 
     assert (env_name(closures.two), env_name(closures.three)) == ("closures:two",
                                                                   "closures:three")
     assert make_env(env_name(closures.three), 1).spec.num_agents == 3  # what the CLI makes
-    assert unmakeable(closures.two) is None and unmakeable(closures.wrapper) is None
-    assert unmakeable(functools.partial(closures.wrapper, 2)) is None
-    assert "a lambda" in unmakeable(lambda: closures.two())
-    assert "a lambda" in unmakeable(closures.wrapper(4))  # held by no module
-    assert "bound method" in unmakeable(closures.Maker().make)
-    assert "an instance" in unmakeable(closures.Maker())
-    assert "memory address" in unmakeable(functools.partial(closures.wrapper, object()))
     run = tmp_path / "run"
     train(closures.two, small_config(), run_dir=run)
     with pytest.raises(ValueError, match="environment 'closures:two' -> 'closures:three'"):
         train(closures.three, small_config(max_steps=900), run_dir=run, resume=True)
+    # held by no module: the qualname and a fingerprint, the same in another process and
+    # different for other values closed over
+    unheld = [env_name(closures.wrapper(n)) for n in (4, 4, 5)]
+    assert unheld[0].startswith("closures:wrapper.<locals>.par_fn#")
+    assert unheld[0] == unheld[1] != unheld[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    elsewhere = subprocess.run(
+        [sys.executable, "-c", "import closures; from poca.adapters import env_name; "
+                               "print(env_name(closures.wrapper(4)))"],
+        env=env, capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+    assert elsewhere == unheld[0]
+    # runs saved before the fingerprint still resume
+    assert runfolder.same_env_id(unheld[0], "closures:wrapper.<locals>.par_fn")
+    assert not runfolder.same_env_id(unheld[0], unheld[2])
 
 
 def test_a_run_trained_on_a_partial_resumes_in_another_process(tmp_path, monkeypatch):
