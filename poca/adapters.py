@@ -598,7 +598,7 @@ def env_name(env_id) -> str:
     A callable whose qualname cannot be imported (a lambda, or a function made inside another,
     as PettingZoo's `parallel_env`, which every PettingZoo env module holds as a closure made
     by `parallel_wrapper_fn`) is named by a module attribute that holds it, where one does:
-    `pettingzoo.sisl.pursuit_v5:parallel_env`, not the closure's qualname shared by every
+    `mpe2.simple_spread_v3:parallel_env`, not the closure's qualname shared by every
     PettingZoo env. Where none does, a fingerprint of what it computes follows its qualname
     (`mytrain:<lambda>#3f2a9c01`), so that a resume tells two lambdas apart."""
     if isinstance(env_id, str):
@@ -624,39 +624,97 @@ def env_name(env_id) -> str:
 
 
 def _module_attribute(obj) -> tuple[str, str] | None:
-    """(module, name) of a public module-level attribute that is `obj`, in the module with the
-    shortest name (PettingZoo's `pursuit_v5` over the `pursuit.pursuit` it imports from; a
-    script's own `__main__` only where no module holds it), or None. Scans the imported
-    modules: ~5 ms with torch imported, for callables whose qualname cannot be imported."""
+    """(module, name) of a public attribute that is `obj` in an imported module, the one with
+    the shortest name (`mpe2.simple_spread_v3` over the `simple_spread_v3.simple_spread` it
+    imports from), or None. Not the script's own `__main__`: a loop variable there can hold
+    one lambda after another. Scans `sys.modules`: ~10 ms with torch imported, only for
+    callables whose qualname cannot be imported."""
     found, main = [], sys.modules.get("__main__")
     for module_name, module in list(sys.modules.items()):
-        if module is main:  # also as multiprocessing's alias `__mp_main__`
-            module_name = "__main__"
-        for attr, value in list(getattr(module, "__dict__", {}).items()):
-            if value is obj and not attr.startswith("_"):
-                found.append((module_name == "__main__", len(module_name), module_name, attr))
-    return min(found)[2:] if found else None
+        if module is None or module is main:  # main also as multiprocessing's `__mp_main__`
+            continue
+        try:  # the module's own dict: a lazy module's attribute access would load it
+            attrs = object.__getattribute__(module, "__dict__")
+            hits = [attr for attr, value in list(attrs.items())
+                    if value is obj and not attr.startswith("_")]
+        except Exception:  # noqa: BLE001 - an odd object in sys.modules holds no factory
+            continue
+        found += [(len(module_name), module_name, attr) for attr in hits]
+    return min(found)[1:] if found else None
+
+
+def resolved(name: str):
+    """The object a recorded `module:attr` name holds, from the modules already imported (an
+    attribute path, no call); None if it holds none. Compares a run's recorded env with
+    another name for the same factory: PettingZoo's `from pettingzoo.sisl import pursuit_v5`
+    leaves that module out of `sys.modules`, so the same `parallel_env` is recorded under
+    `pettingzoo.sisl.pursuit.pursuit` by one import and `pettingzoo.sisl.pursuit_v5` by
+    another."""
+    module_name, _, path = name.partition(":")
+    module = sys.modules.get(module_name)
+    if module is None or not path or "<" in path or "(" in name:
+        return None
+    for part in path.split("."):
+        module = getattr(module, part, None)
+    return module
+
+
+def recorded_as(env_id, name: str, saved: str) -> str:
+    """The name a resumed run goes on recording: `saved` (the run's) where it names the very
+    factory `env_id` is under another import path, else `name` (`env_name(env_id)`). Imports
+    only what the resume would import anyway: `env_id`'s module, and `saved`'s module where
+    its package is already imported."""
+    if name == saved:
+        return name
+    target = env_id
+    if isinstance(env_id, str):  # a module:factory ID: make_env imports it next anyway
+        with contextlib.suppress(Exception):  # an ID that imports nothing names nothing
+            importlib.import_module(env_id.partition(":")[0])
+        target = resolved(env_id)
+    module = saved.partition(":")[0]
+    if module.partition(".")[0] in sys.modules and "(" not in module:
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
+    return saved if target is not None and resolved(saved) is target else name
+
+
+ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def _fingerprint(function) -> str:
     """8 hex digits of what a function computes: its bytecode, constants (nested code alike),
-    names, defaults and the values it closes over, by their reprs without memory addresses
-    (which differ in every process) and without line numbers (an edit above it moves them)."""
-    def code_text(code) -> str:
-        consts = [code_text(c) if hasattr(c, "co_code") else repr(c) for c in code.co_consts]
-        return repr((code.co_code, consts, code.co_names))
+    names, defaults and the values it closes over. Values by a text that is the same in every
+    process: sets sorted (their order follows string hashing, which differs per process),
+    arrays by a hash of their bytes (a repr elides the middle), reprs without memory
+    addresses; line numbers left out (an edit above the function moves them). Objects of one
+    class without a repr of their own look alike."""
+    def text(value) -> str:
+        if hasattr(value, "co_code"):  # nested code: a lambda inside the lambda
+            return text((value.co_code, value.co_consts, value.co_names))
+        if isinstance(value, (set, frozenset)):
+            return f"{type(value).__name__}({sorted(map(text, value))})"
+        if isinstance(value, (tuple, list)):
+            return f"{type(value).__name__}({', '.join(map(text, value))})"
+        if isinstance(value, dict):
+            return f"dict({', '.join(f'{text(k)}: {text(v)}' for k, v in value.items())})"
+        if isinstance(value, np.ndarray):
+            return f"ndarray({value.dtype}, {value.shape}, " \
+                   f"{hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()})"
+        try:
+            return ADDRESS.sub("", repr(value))
+        except Exception:  # noqa: BLE001 - a repr that raises: the class names it
+            return f"<{type(value).__qualname__}>"
 
     def contents(cell) -> str:
         try:
-            return repr(cell.cell_contents)
+            value = cell.cell_contents
         except ValueError:  # a cell not filled yet
             return "<empty>"
+        return text(value)
 
-    text = repr((code_text(function.__code__), repr(function.__defaults__),
-                 repr(function.__kwdefaults__),
-                 [contents(cell) for cell in function.__closure__ or ()]))
-    text = re.sub(r" at 0x[0-9a-fA-F]+", "", text)
-    return hashlib.sha256(text.encode()).hexdigest()[:8]
+    whole = text((function.__code__, function.__defaults__, function.__kwdefaults__))
+    whole += text([contents(cell) for cell in function.__closure__ or ()])
+    return hashlib.sha256(whole.encode()).hexdigest()[:8]
 
 
 def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,

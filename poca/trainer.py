@@ -680,9 +680,11 @@ def train(env_id, config: POCAConfig | dict | str | Path | None = None,
     `runfolder.RESUMABLE` settings (max_steps, threads, num_env_workers, device) unless
     `force`.
     """
-    from poca.adapters import env_name, make_env
+    from poca.adapters import env_name, make_env, recorded_as
 
     name = env_name(env_id)
+    if isinstance(resume, np.bool_):
+        resume = bool(resume)
     if not isinstance(resume, (bool, dict)):
         raise TypeError(f"resume must be True, False or a checkpoint's state (a dict), got "
                         f"{resume!r}")
@@ -695,6 +697,7 @@ def train(env_id, config: POCAConfig | dict | str | Path | None = None,
             raise ValueError("resume needs the run_dir of the run to continue")
         latest = runfolder.latest_checkpoint(run_dir)
         state = resume if isinstance(resume, dict) else checkpoint.load(latest)
+        name = recorded_as(env_id, name, str(state.get("env_id")))
         config, env_kwargs, max_agents = runfolder.resumed_config(state, config, name, env_kwargs,
                                                                   max_agents, force)
     config = POCAConfig.from_dict((config or POCAConfig()).to_dict())  # checked as a file is

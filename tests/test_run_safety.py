@@ -395,6 +395,65 @@ def test_a_closure_factory_is_recorded_by_the_module_attribute_that_holds_it(tmp
     # runs saved before the fingerprint still resume
     assert runfolder.same_env_id(unheld[0], "closures:wrapper.<locals>.par_fn")
     assert not runfolder.same_env_id(unheld[0], unheld[2])
+    assert runfolder.same_env_id(  # every PettingZoo env was recorded so: nothing to compare
+        "mpe2.simple_spread_v3:parallel_env",
+        "pettingzoo.utils.conversions:parallel_wrapper_fn.<locals>.par_fn")
+
+
+def test_a_fingerprint_is_the_same_in_every_process_and_tells_arrays_apart(tmp_path):
+    """Set order follows string hashing, which differs per process (PYTHONHASHSEED); a numpy
+    repr elides the middle of a large array."""
+    import numpy as np
+
+    from poca.adapters import env_name
+
+    (tmp_path / "fp_mod.py").write_text(
+        "def chooser(key):\n    return lambda: key in {'alpha', 'beta', 'gamma', 'delta'}\n\n\n"
+        "def holding(values):\n    return lambda: values\n")
+    code = ("import fp_mod, numpy as np; from poca.adapters import env_name; "
+            "print(env_name(fp_mod.chooser({'x', 'y', 'z', 'w'})))")
+    names = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH":
+                                 os.pathsep.join([str(tmp_path), str(ROOT)])},
+                            timeout=60, check=True).stdout.strip() for seed in range(4)}
+    assert len(names) == 1 and "#" in names.pop()
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import fp_mod
+    finally:
+        sys.path.remove(str(tmp_path))
+    big = np.arange(5000.0)
+    other = big.copy()
+    other[2500] = -1.0
+    assert env_name(fp_mod.holding(big)) != env_name(fp_mod.holding(other))
+    assert env_name(fp_mod.holding(big)) == env_name(fp_mod.holding(big.copy()))
+
+
+def test_a_resume_accepts_the_same_factory_under_another_import_path(tmp_path, monkeypatch):
+    """PettingZoo's `from pettingzoo.sisl import pursuit_v5` leaves that module out of
+    sys.modules: one `parallel_env` is recorded under the module it was made in by one import
+    and under `pursuit_v5` by another. A resume that names the very object another way goes
+    on (with the run's name); another object is still refused."""
+    (tmp_path / "made_here.py").write_text(
+        "from envs.pettingzoo import GroupParallelEnv\n\n\n"
+        "def wrapper(num_agents):\n"
+        "    def par_fn():\n"
+        "        return GroupParallelEnv('Goal-v0', num_agents=num_agents)\n"
+        "    return par_fn\n\n\n"
+        "par = wrapper(2)\nother = wrapper(2)\n")
+    (tmp_path / "public_alias_v1.py").write_text("from made_here import other, par  # noqa\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import made_here
+
+    run = tmp_path / "run"
+    train(made_here.par, small_config(), run_dir=run)
+    assert checkpoint.load(run / "checkpoints" / "latest.pt")["env_id"] == "made_here:par"
+    assert main(["train", "public_alias_v1:par", "--run-dir", str(run), "--resume",
+                 "--max-steps", "900", "--no-progress"]) == 0
+    saved = checkpoint.load(run / "checkpoints" / "latest.pt")
+    assert saved["env_id"] == "made_here:par" and saved["agent_steps"] >= 900
+    assert main(["train", "public_alias_v1:other", "--run-dir", str(run), "--resume",
+                 "--max-steps", "1200", "--no-progress"]) == 2
 
 
 def test_a_run_trained_on_a_partial_resumes_in_another_process(tmp_path, monkeypatch):
