@@ -697,6 +697,8 @@ def _fingerprint(function) -> str:
             return f"{type(value).__name__}({', '.join(map(text, value))})"
         if isinstance(value, dict):
             return f"dict({', '.join(f'{text(k)}: {text(v)}' for k, v in value.items())})"
+        if isinstance(value, np.ndarray) and value.dtype.hasobject:  # its bytes are pointers
+            return f"ndarray({value.shape}, {text(value.tolist())})"
         if isinstance(value, np.ndarray):
             return f"ndarray({value.dtype}, {value.shape}, " \
                    f"{hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()})"
