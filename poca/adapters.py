@@ -624,12 +624,14 @@ def env_name(env_id) -> str:
 
 
 def _module_attribute(obj) -> tuple[str, str] | None:
-    """(module, name) of a public attribute that is `obj` in an imported module, the one with
-    the shortest name (`mpe2.simple_spread_v3` over the `simple_spread_v3.simple_spread` it
-    imports from), or None. Not the script's own `__main__`: a loop variable there can hold
-    one lambda after another. Scans `sys.modules`: ~10 ms with torch imported, only for
-    callables whose qualname cannot be imported."""
+    """(module, name) of a public attribute that is `obj` in an imported module: one of its
+    own package first (a re-export elsewhere needs that other package imported to resolve),
+    then the shortest name (`mpe2.simple_spread_v3` over the `simple_spread_v3.simple_spread`
+    it imports from), or None. Not the script's own `__main__`: a loop variable there can
+    hold one lambda after another. Scans `sys.modules` (10-80 ms with torch imported), only
+    for callables whose qualname cannot be imported."""
     found, main = [], sys.modules.get("__main__")
+    package = (getattr(obj, "__module__", None) or "").partition(".")[0]
     for module_name, module in list(sys.modules.items()):
         if module is None or module is main:  # main also as multiprocessing's `__mp_main__`
             continue
@@ -639,64 +641,119 @@ def _module_attribute(obj) -> tuple[str, str] | None:
                     if value is obj and not attr.startswith("_")]
         except Exception:  # noqa: BLE001 - an odd object in sys.modules holds no factory
             continue
-        found += [(len(module_name), module_name, attr) for attr in hits]
-    return min(found)[1:] if found else None
+        found += [(module_name.partition(".")[0] != package, len(module_name), module_name,
+                   attr) for attr in hits]
+    return min(found)[2:] if found else None
 
 
 def resolved(name: str):
     """The object a recorded `module:attr` name holds, from the modules already imported (an
-    attribute path, no call); None if it holds none. Compares a run's recorded env with
-    another name for the same factory: PettingZoo's `from pettingzoo.sisl import pursuit_v5`
-    leaves that module out of `sys.modules`, so the same `parallel_env` is recorded under
-    `pettingzoo.sisl.pursuit.pursuit` by one import and `pettingzoo.sisl.pursuit_v5` by
-    another."""
+    attribute path, no call, no private part); None if it holds none. Compares a run's
+    recorded env with another name for the same factory: PettingZoo's `from pettingzoo.sisl
+    import pursuit_v5` leaves that module out of `sys.modules`, so the same `parallel_env` is
+    recorded under `pettingzoo.sisl.pursuit.pursuit` by one import and
+    `pettingzoo.sisl.pursuit_v5` by another."""
     module_name, _, path = name.partition(":")
-    module = sys.modules.get(module_name)
-    if module is None or not path or "<" in path or "(" in name:
+    if not path or _private(name) or "<" in path or "(" in name:
         return None
+    value = sys.modules.get(module_name)
     for part in path.split("."):
-        module = getattr(module, part, None)
-    return module
+        try:
+            value = getattr(value, part, None)
+        except Exception:  # noqa: BLE001 - a property or module __getattr__ that raises
+            return None
+    return value
+
+
+def _private(name: str) -> bool:
+    """Whether a `module:attr` name has a part starting with `_` (`unittest.__main__`)."""
+    return any(part.startswith("_") for part in re.split(r"[.:]", name) if part)
 
 
 def recorded_as(env_id, name: str, saved: str) -> str:
     """The name a resumed run goes on recording: `saved` (the run's) where it names the very
-    factory `env_id` is under another import path, else `name` (`env_name(env_id)`). Imports
-    only what the resume would import anyway: `env_id`'s module, and `saved`'s module where
-    its package is already imported."""
+    factory `env_id` is, under another import path or (a fingerprinted closure) as the
+    attribute of a script the CLI imported, else `name` (`env_name(env_id)`).
+
+    Imports only what the resume imports anyway (a `module:factory` ID's module) and, from a
+    checkpoint's name, a public submodule of the package the factory comes from: a name in
+    a checkpoint must not run other code (`unittest.__main__` would)."""
     if name == saved:
         return name
     target = env_id
-    if isinstance(env_id, str):  # a module:factory ID: make_env imports it next anyway
-        with contextlib.suppress(Exception):  # an ID that imports nothing names nothing
+    if isinstance(env_id, str):
+        if ":" not in env_id or _private(env_id):
+            return name
+        with contextlib.suppress(Exception):  # make_env imports it next, and says what failed
             importlib.import_module(env_id.partition(":")[0])
         target = resolved(env_id)
+    if target is None:
+        return name
+    package = (getattr(target, "__module__", None) or "").partition(".")[0]
     module = saved.partition(":")[0]
-    if module.partition(".")[0] in sys.modules and "(" not in module:
+    if package and module.partition(".")[0] == package and not _private(saved) \
+            and "(" not in saved:
         with contextlib.suppress(Exception):
             importlib.import_module(module)
-    return saved if target is not None and resolved(saved) is target else name
+    if resolved(saved) is target:
+        return saved
+    if FINGERPRINTED.search(saved) and hasattr(target, "__code__"):
+        own = f"{target.__module__}:{target.__qualname__}#{_fingerprint(target)}"
+        return saved if own == saved else name
+    return name
 
 
+FINGERPRINTED = re.compile(r"#[0-9a-f]{8}$")
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+PLAIN = (int, float, complex, str, bytes, bool, type(None), tuple, list, dict, set, frozenset,
+         np.ndarray, np.generic)
 
 
 def _fingerprint(function) -> str:
     """8 hex digits of what a function computes: its bytecode, constants (nested code alike),
-    names, defaults and the values it closes over. Values by a text that is the same in every
-    process: sets sorted (their order follows string hashing, which differs per process),
-    arrays by a hash of their bytes (a repr elides the middle), reprs without memory
+    names, defaults, the values it closes over (functions among them alike) and the plain
+    globals it reads (numbers, strings, containers, arrays). Values by a text that is the
+    same in every process: sets and dict items sorted (their order can follow string hashing,
+    which differs per process), arrays and tensors by a hash of their bytes (a repr elides
+    the middle), modules by name (a repr holds the install path), reprs without memory
     addresses; line numbers left out (an edit above the function moves them). Objects of one
     class without a repr of their own look alike."""
+    seen: set[int] = set()
+
     def text(value) -> str:
+        if id(value) in seen:
+            return "<cycle>"
+        seen.add(id(value))
+        try:
+            return describe(value)
+        finally:
+            seen.discard(id(value))
+
+    def describe(value) -> str:
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(value, torch.Tensor):
+            value = value.detach().cpu().numpy()
         if hasattr(value, "co_code"):  # nested code: a lambda inside the lambda
             return text((value.co_code, value.co_consts, value.co_names))
+        if inspect.isfunction(value):
+            cells = []
+            for cell in value.__closure__ or ():
+                try:
+                    cells.append(cell.cell_contents)
+                except ValueError:  # a cell not filled yet
+                    cells.append("<empty>")
+            plain = {n: value.__globals__[n] for n in value.__code__.co_names
+                     if n in value.__globals__ and isinstance(value.__globals__[n], PLAIN)}
+            return text((value.__code__, value.__defaults__, value.__kwdefaults__, cells,
+                         plain))
+        if inspect.ismodule(value):
+            return f"module({value.__name__})"
         if isinstance(value, (set, frozenset)):
             return f"{type(value).__name__}({sorted(map(text, value))})"
         if isinstance(value, (tuple, list)):
             return f"{type(value).__name__}({', '.join(map(text, value))})"
         if isinstance(value, dict):
-            return f"dict({', '.join(f'{text(k)}: {text(v)}' for k, v in value.items())})"
+            return f"dict({sorted(f'{text(k)}: {text(v)}' for k, v in value.items())})"
         if isinstance(value, np.ndarray) and value.dtype.hasobject:  # its bytes are pointers
             return f"ndarray({value.shape}, {text(value.tolist())})"
         if isinstance(value, np.ndarray):
@@ -707,16 +764,7 @@ def _fingerprint(function) -> str:
         except Exception:  # noqa: BLE001 - a repr that raises: the class names it
             return f"<{type(value).__qualname__}>"
 
-    def contents(cell) -> str:
-        try:
-            value = cell.cell_contents
-        except ValueError:  # a cell not filled yet
-            return "<empty>"
-        return text(value)
-
-    whole = text((function.__code__, function.__defaults__, function.__kwdefaults__))
-    whole += text([contents(cell) for cell in function.__closure__ or ()])
-    return hashlib.sha256(whole.encode()).hexdigest()[:8]
+    return hashlib.sha256(text(function).encode()).hexdigest()[:8]
 
 
 def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,

@@ -253,9 +253,10 @@ def same_env_id(new: str, saved: str) -> bool:
     before a script's own factory was named by the script's module, `__main__:qualname`, and
     before lambdas and closures were named by the module attribute that holds them or a
     fingerprint, `module:<lambda>` (`adapters.env_name`)."""
-    if ("<lambda>" in saved or "<locals>" in saved) and not FINGERPRINT.search(saved):
-        return True  # recorded before callables with such qualnames were told apart (every
-        # PettingZoo env was `...parallel_wrapper_fn.<locals>.par_fn`): nothing to compare
+    if saved.endswith(":parallel_wrapper_fn.<locals>.par_fn") and ":" in new:
+        return True  # every PettingZoo env was recorded so before: nothing to compare
+    if not FINGERPRINT.search(saved):  # a lambda recorded before it got its fingerprint
+        new = FINGERPRINT.sub(r"\1", new)
     return new.removeprefix("groupenvs/") == saved.removeprefix("groupenvs/") or (
         ":" in new and saved.removeprefix("__main__:") == new.partition(":")[2])
 

@@ -398,6 +398,11 @@ def test_a_closure_factory_is_recorded_by_the_module_attribute_that_holds_it(tmp
     assert runfolder.same_env_id(  # every PettingZoo env was recorded so: nothing to compare
         "mpe2.simple_spread_v3:parallel_env",
         "pettingzoo.utils.conversions:parallel_wrapper_fn.<locals>.par_fn")
+    assert not runfolder.same_env_id("Goal-v0",
+                                     "pettingzoo.utils.conversions:parallel_wrapper_fn.<locals>."
+                                     "par_fn")
+    assert not runfolder.same_env_id("Goal-v0", "mytrain:<lambda>")
+    assert runfolder.same_env_id("mytrain:<lambda>#3f2a9c01", "mytrain:<lambda>")
 
 
 def test_a_fingerprint_is_the_same_in_every_process_and_tells_arrays_apart(tmp_path):
@@ -408,16 +413,20 @@ def test_a_fingerprint_is_the_same_in_every_process_and_tells_arrays_apart(tmp_p
     from poca.adapters import env_name
 
     (tmp_path / "fp_mod.py").write_text(
+        "N = 2\n\n\n"
         "def chooser(key):\n    return lambda: key in {'alpha', 'beta', 'gamma', 'delta'}\n\n\n"
-        "def holding(values):\n    return lambda: values\n")
+        "def holding(values):\n    return lambda: values\n\n\n"
+        "def reads_n():\n    return lambda: N\n\n\n"
+        "def calling(k):\n    inner = lambda: k  # noqa: E731\n    return lambda: inner()\n")
     code = ("import fp_mod, numpy as np; from poca.adapters import env_name; "
             "print(env_name(fp_mod.chooser({'x', 'y', 'z', 'w'})), "
-            "env_name(fp_mod.holding(np.array([{'k': 1}, 'x', None], dtype=object))))")
+            "env_name(fp_mod.holding(np.array([{'k': 1}, 'x', None], dtype=object))), "
+            "env_name(fp_mod.holding({k: 1 for k in {'p', 'q', 'r', 's'}})))")
     names = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env={**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH":
                                  os.pathsep.join([str(tmp_path), str(ROOT)])},
                             timeout=60, check=True).stdout.strip() for seed in range(4)}
-    assert len(names) == 1 and names.pop().count("#") == 2  # object arrays too (pointers)
+    assert len(names) == 1 and names.pop().count("#") == 3  # object arrays too (pointers)
     sys.path.insert(0, str(tmp_path))
     try:
         import fp_mod
@@ -428,6 +437,31 @@ def test_a_fingerprint_is_the_same_in_every_process_and_tells_arrays_apart(tmp_p
     other[2500] = -1.0
     assert env_name(fp_mod.holding(big)) != env_name(fp_mod.holding(other))
     assert env_name(fp_mod.holding(big)) == env_name(fp_mod.holding(big.copy()))
+    # what it reads through a function it closes over, and the plain globals it reads
+    assert env_name(fp_mod.calling(2)) != env_name(fp_mod.calling(3))
+    before = env_name(fp_mod.reads_n())
+    fp_mod.N = 3
+    assert env_name(fp_mod.reads_n()) != before
+
+
+def test_a_name_in_a_checkpoint_imports_nothing_outside_the_factorys_package(tmp_path,
+                                                                            monkeypatch):
+    """A resume compares the run's recorded env with the one given by importing the recorded
+    name's module, but only a public module of the factory's own package: `unittest.__main__`
+    (unittest is imported with torch) would run test discovery."""
+    from poca.adapters import recorded_as
+
+    (tmp_path / "plain_factory.py").write_text("def make():\n    return None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import plain_factory
+
+    before = set(sys.modules)
+    for saved in ("unittest.__main__:main", "json.tool:main", "plain_factory._x:make"):
+        assert recorded_as(plain_factory.make, "plain_factory:make", saved) == \
+            "plain_factory:make"
+    assert not {"unittest.__main__", "json.tool"} & (set(sys.modules) - before)
+    assert recorded_as("this", "this", "plain_factory:make") == "this"  # a bare ID: no import
+    assert "this" not in set(sys.modules) - before
 
 
 def test_a_resume_accepts_the_same_factory_under_another_import_path(tmp_path, monkeypatch):
@@ -500,7 +534,13 @@ def test_a_factory_of_the_training_script_resumes_from_the_cli(tmp_path, capsys)
         "from poca.trainer import train\n"
         "from tests.test_run_safety import small_config\n\n\n"
         "def goal():\n    return GroupParallelEnv('Goal-v0')\n\n\n"
-        "if __name__ == '__main__':\n    train(goal, small_config(), run_dir='run')\n")
+        "def wrapper(num_agents):\n"
+        "    def par_fn():\n"
+        "        return GroupParallelEnv('Goal-v0', num_agents=num_agents)\n"
+        "    return par_fn\n\n\n"
+        "made = wrapper(3)\n\n"
+        "if __name__ == '__main__':\n    train(goal, small_config(), run_dir='run')\n"
+        "    train(made, small_config(), run_dir='made')\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "mytrain.py"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120)
@@ -513,6 +553,15 @@ def test_a_factory_of_the_training_script_resumes_from_the_cli(tmp_path, capsys)
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")["agent_steps"] >= 900
+    # a closure the script holds is fingerprinted (its own __main__ is not scanned); the CLI
+    # resumes it by the script's attribute, the same object
+    made = checkpoint.load(tmp_path / "made" / "checkpoints" / "latest.pt")["env_id"]
+    assert made.startswith("mytrain:wrapper.<locals>.par_fn#")
+    done = subprocess.run([sys.executable, "-m", "poca.cli", "train", "mytrain:made",
+                           "--run-dir", "made", "--resume", "--max-steps", "900",
+                           "--no-progress"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
     # runs recorded as __main__:qualname before this still resume under the script's name
     assert runfolder.same_env_id("mytrain:goal", "__main__:goal")
     assert not runfolder.same_env_id("mytrain:goal", "__main__:other")
