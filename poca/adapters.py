@@ -726,6 +726,9 @@ def _fingerprint(function) -> str:
         seen.add(id(value))
         try:
             return describe(value)
+        except Exception:  # noqa: BLE001 - a repr or conversion that raises (a sparse
+            # tensor's .numpy()): the class names it; a name must never stop a run
+            return f"<{type(value).__qualname__}>"
         finally:
             seen.discard(id(value))
 
@@ -759,10 +762,7 @@ def _fingerprint(function) -> str:
         if isinstance(value, np.ndarray):
             return f"ndarray({value.dtype}, {value.shape}, " \
                    f"{hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()})"
-        try:
-            return ADDRESS.sub("", repr(value))
-        except Exception:  # noqa: BLE001 - a repr that raises: the class names it
-            return f"<{type(value).__qualname__}>"
+        return ADDRESS.sub("", repr(value))
 
     return hashlib.sha256(text(function).encode()).hexdigest()[:8]
 

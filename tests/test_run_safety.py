@@ -443,6 +443,15 @@ def test_a_fingerprint_is_the_same_in_every_process_and_tells_arrays_apart(tmp_p
     fp_mod.N = 3
     assert env_name(fp_mod.reads_n()) != before
 
+    class NoRepr:
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
+    cycle = []
+    cycle.append(cycle)
+    odd = (NoRepr(), torch.eye(3).to_sparse(), cycle)  # a name never stops a run
+    assert "#" in env_name(fp_mod.holding(odd))
+
 
 def test_a_name_in_a_checkpoint_imports_nothing_outside_the_factorys_package(tmp_path,
                                                                             monkeypatch):
