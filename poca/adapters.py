@@ -603,13 +603,22 @@ def env_name(env_id) -> str:
     (`mytrain:<lambda>#3f2a9c01`), so that a resume tells two lambdas apart."""
     if isinstance(env_id, str):
         return env_id
-    if isinstance(env_id, partial):
-        arguments = [repr(a) for a in env_id.args] + [f"{k}={v!r}" for k, v in
-                                                     env_id.keywords.items()]
+    try:
+        return _callable_name(env_id)
+    except Exception:  # noqa: BLE001 - an odd callable (a __getattr__ that answers anything):
+        # named by its type, as plainly as can be; a name must never stop a run
+        return f"{getattr(type(env_id), '__module__', '?')}:{type(env_id).__name__}"
+
+
+def _callable_name(env_id) -> str:
+    if isinstance(env_id, partial):  # arguments as the fingerprint writes values: no memory
+        # addresses, sets sorted, arrays by their bytes; callables by their own names
+        arguments = [_argument(a) for a in env_id.args] + [
+            f"{k}={_argument(v)}" for k, v in env_id.keywords.items()]
         return f"partial({', '.join([env_name(env_id.func), *arguments])})"
     named = env_id if hasattr(env_id, "__qualname__") else type(env_id)  # or an instance
-    module = getattr(named, "__module__", None) or "?"
-    qualname = named.__qualname__
+    module = str(getattr(named, "__module__", None) or "?")
+    qualname = str(named.__qualname__)
     if "<" in qualname and named is env_id:  # <lambda>, <locals>: not importable by that name
         held = _module_attribute(env_id)
         if held is not None:
@@ -621,6 +630,11 @@ def env_name(env_id) -> str:
         spec, path = getattr(main, "__spec__", None), getattr(main, "__file__", None)
         module = spec.name if spec is not None else Path(path).stem if path else module
     return f"{module}:{qualname}"
+
+
+def _argument(value) -> str:
+    return env_name(value) if callable(value) and not isinstance(value, type) else \
+        _stable_text(value)
 
 
 def _module_attribute(obj) -> tuple[str, str] | None:
@@ -680,27 +694,33 @@ def recorded_as(env_id, name: str, saved: str) -> str:
     a checkpoint must not run other code (`unittest.__main__` would)."""
     if name == saved:
         return name
+    try:
+        return saved if _names_same_factory(env_id, name, saved) else name
+    except Exception:  # noqa: BLE001 - odd objects compare as different: the resume says so
+        return name
+
+
+def _names_same_factory(env_id, name: str, saved: str) -> bool:
     target = env_id
     if isinstance(env_id, str):
         if ":" not in env_id or _private(env_id):
-            return name
+            return False
         with contextlib.suppress(Exception):  # make_env imports it next, and says what failed
             importlib.import_module(env_id.partition(":")[0])
         target = resolved(env_id)
     if target is None:
-        return name
-    package = (getattr(target, "__module__", None) or "").partition(".")[0]
-    module = saved.partition(":")[0]
+        return False
+    package = name.partition(":")[0].partition(".")[0]  # where the factory is held (mpe2's
+    module = saved.partition(":")[0]  # parallel_env says pettingzoo.utils.conversions)
     if package and module.partition(".")[0] == package and not _private(saved) \
             and "(" not in saved:
         with contextlib.suppress(Exception):
             importlib.import_module(module)
     if resolved(saved) is target:
-        return saved
+        return True
     if FINGERPRINTED.search(saved) and hasattr(target, "__code__"):
-        own = f"{target.__module__}:{target.__qualname__}#{_fingerprint(target)}"
-        return saved if own == saved else name
-    return name
+        return f"{target.__module__}:{target.__qualname__}#{_fingerprint(target)}" == saved
+    return False
 
 
 FINGERPRINTED = re.compile(r"#[0-9a-f]{8}$")
@@ -712,30 +732,45 @@ PLAIN = (int, float, complex, str, bytes, bool, type(None), tuple, list, dict, s
 def _fingerprint(function) -> str:
     """8 hex digits of what a function computes: its bytecode, constants (nested code alike),
     names, defaults, the values it closes over (functions among them alike) and the plain
-    globals it reads (numbers, strings, containers, arrays). Values by a text that is the
-    same in every process: sets and dict items sorted (their order can follow string hashing,
-    which differs per process), arrays and tensors by a hash of their bytes (a repr elides
-    the middle), modules by name (a repr holds the install path), reprs without memory
-    addresses; line numbers left out (an edit above the function moves them). Objects of one
-    class without a repr of their own look alike."""
-    seen: set[int] = set()
+    globals it reads (numbers, strings, containers, arrays), written by `_stable_text`."""
+    return hashlib.sha256(_stable_text(function).encode()).hexdigest()[:8]
+
+
+def _stable_text(value) -> str:
+    """A text of `value` that is the same in every process: sets and dict items sorted (their
+    order can follow string hashing, which differs per process), arrays and tensors by a
+    hash of their bytes (a repr elides the middle), modules by name (a repr holds the install
+    path), functions by their code, defaults, closure and plain globals, reprs without memory
+    addresses; line numbers left out (an edit above a function moves them). Each object is
+    written once, and a long text by its hash (a part shared at every level of a nest costs
+    no more than once), cycles are cut, and a value whose repr or conversion raises is named
+    by its class. Objects of one class
+    without a repr of their own look alike."""
+    memo: dict[int, str] = {}
+    keep = []  # the objects met, alive until the end (an id is only unique while alive)
 
     def text(value) -> str:
-        if id(value) in seen:
-            return "<cycle>"
-        seen.add(id(value))
+        key = id(value)
+        if key in memo:
+            return memo[key]
+        memo[key] = "<cycle>"
+        keep.append(value)
         try:
-            return describe(value)
+            described = describe(value)
         except Exception:  # noqa: BLE001 - a repr or conversion that raises (a sparse
             # tensor's .numpy()): the class names it; a name must never stop a run
-            return f"<{type(value).__qualname__}>"
-        finally:
-            seen.discard(id(value))
+            described = f"<{type(value).__qualname__}>"
+        if len(described) > 64:  # a long text by its hash: a part shared at every level of
+            # a nest would otherwise double the text per level
+            described = f"sha256:{hashlib.sha256(described.encode()).hexdigest()[:32]}"
+        memo[key] = described
+        return described
 
     def describe(value) -> str:
         torch = sys.modules.get("torch")
         if torch is not None and isinstance(value, torch.Tensor):
             value = value.detach().cpu().numpy()
+            keep.append(value)
         if hasattr(value, "co_code"):  # nested code: a lambda inside the lambda
             return text((value.co_code, value.co_consts, value.co_names))
         if inspect.isfunction(value):
@@ -764,7 +799,7 @@ def _fingerprint(function) -> str:
                    f"{hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()})"
         return ADDRESS.sub("", repr(value))
 
-    return hashlib.sha256(text(function).encode()).hexdigest()[:8]
+    return text(value)
 
 
 def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,

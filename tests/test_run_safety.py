@@ -421,12 +421,14 @@ def test_a_fingerprint_is_the_same_in_every_process_and_tells_arrays_apart(tmp_p
     code = ("import fp_mod, numpy as np; from poca.adapters import env_name; "
             "print(env_name(fp_mod.chooser({'x', 'y', 'z', 'w'})), "
             "env_name(fp_mod.holding(np.array([{'k': 1}, 'x', None], dtype=object))), "
-            "env_name(fp_mod.holding({k: 1 for k in {'p', 'q', 'r', 's'}})))")
+            "env_name(fp_mod.holding({k: 1 for k in {'p', 'q', 'r', 's'}})), "
+            "env_name(__import__('functools').partial(fp_mod.holding, lambda: 1, {'a', 'b'})))")
     names = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env={**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH":
                                  os.pathsep.join([str(tmp_path), str(ROOT)])},
                             timeout=60, check=True).stdout.strip() for seed in range(4)}
-    assert len(names) == 1 and names.pop().count("#") == 3  # object arrays too (pointers)
+    # object arrays too (pointers), and a partial's arguments (a lambda's repr holds an address)
+    assert len(names) == 1 and names.pop().count("#") == 4
     sys.path.insert(0, str(tmp_path))
     try:
         import fp_mod
@@ -451,6 +453,48 @@ def test_a_fingerprint_is_the_same_in_every_process_and_tells_arrays_apart(tmp_p
     cycle.append(cycle)
     odd = (NoRepr(), torch.eye(3).to_sparse(), cycle)  # a name never stops a run
     assert "#" in env_name(fp_mod.holding(odd))
+
+    class AnswersAnything(dict):
+        def __getattr__(self, key):
+            return self[key]
+
+        def __call__(self):
+            return None
+
+    assert env_name(AnswersAnything()).endswith(":AnswersAnything")
+    nest = []
+    for _ in range(60):  # one list shared at every level: 2**60 paths, each part once
+        nest = [nest, nest]
+    assert "#" in env_name(fp_mod.holding(nest))
+
+
+def test_a_resume_imports_the_recorded_module_of_the_package_that_holds_the_factory(
+        tmp_path, monkeypatch):
+    """mpe2's `parallel_env` says it comes from pettingzoo (`pettingzoo.utils.conversions`,
+    where the closure is made); the package to import a recorded module from is the one that
+    holds it, named by the run (`mpe2.simple_spread_v3`)."""
+    (tmp_path / "conv_helpers.py").write_text(
+        "from envs.pettingzoo import GroupParallelEnv\n\n\n"
+        "def wrap(num_agents):\n"
+        "    def par_fn():\n"
+        "        return GroupParallelEnv('Goal-v0', num_agents=num_agents)\n"
+        "    return par_fn\n")
+    (tmp_path / "pkgz").mkdir()
+    (tmp_path / "pkgz" / "__init__.py").write_text("")
+    (tmp_path / "pkgz" / "implementation.py").write_text("from conv_helpers import wrap\n\n"
+                                                          "par = wrap(2)\n")
+    (tmp_path / "pkgz" / "v1.py").write_text("from pkgz.implementation import par  # noqa\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import pkgz
+    import pkgz.v1
+
+    run = tmp_path / "run"
+    train(pkgz.v1.par, small_config(), run_dir=run)
+    assert checkpoint.load(run / "checkpoints" / "latest.pt")["env_id"] == "pkgz.v1:par"
+    del sys.modules["pkgz.v1"], pkgz.v1  # as in a new process that imported the other path
+    result = train("pkgz.implementation:par", small_config(max_steps=900), run_dir=run,
+                   resume=True)
+    assert result.agent_steps >= 900
 
 
 def test_a_name_in_a_checkpoint_imports_nothing_outside_the_factorys_package(tmp_path,
