@@ -626,10 +626,16 @@ def _callable_name(env_id) -> str:
         elif hasattr(env_id, "__code__"):
             qualname += f"#{_fingerprint(env_id)}"
     if module == "__main__":  # a script's own factory: the module that importing it gives
-        main = sys.modules.get("__main__")
-        spec, path = getattr(main, "__spec__", None), getattr(main, "__file__", None)
-        module = spec.name if spec is not None else Path(path).stem if path else module
+        module = _main_name() or module
     return f"{module}:{qualname}"
+
+
+def _main_name() -> str | None:
+    """The module name the running script has when imported (`mytrain` for `python
+    mytrain.py`), or None (python -c, a notebook)."""
+    main = sys.modules.get("__main__")
+    spec, path = getattr(main, "__spec__", None), getattr(main, "__file__", None)
+    return spec.name if spec is not None else Path(path).stem if path else None
 
 
 def _argument(value) -> str:
@@ -670,7 +676,9 @@ def resolved(name: str):
     module_name, _, path = name.partition(":")
     if not path or _private(name) or "<" in path or "(" in name:
         return None
-    value = sys.modules.get(module_name)
+    # the running script by its own name (a run the CLI started on `mytrain:factory`,
+    # resumed by `python mytrain.py`), before any copy of it imported under that name
+    value = sys.modules.get("__main__" if module_name == _main_name() else module_name)
     for part in path.split("."):
         try:
             value = getattr(value, part, None)
@@ -713,7 +721,7 @@ def _names_same_factory(env_id, name: str, saved: str) -> bool:
     package = name.partition(":")[0].partition(".")[0]  # where the factory is held (mpe2's
     module = saved.partition(":")[0]  # parallel_env says pettingzoo.utils.conversions)
     if package and module.partition(".")[0] == package and not _private(saved) \
-            and "(" not in saved:
+            and "(" not in saved and module != _main_name():  # not the script again
         with contextlib.suppress(Exception):
             importlib.import_module(module)
     if resolved(saved) is target:

@@ -583,6 +583,7 @@ def test_a_factory_of_the_training_script_resumes_from_the_cli(tmp_path, capsys)
     """A script's own function is recorded under the script's module name (not `__main__`),
     the module:factory ID that `poca train` imports from the script's folder."""
     (tmp_path / "mytrain.py").write_text(
+        "import sys\n\n"
         "from envs.pettingzoo import GroupParallelEnv\n"
         "from poca.trainer import train\n"
         "from tests.test_run_safety import small_config\n\n\n"
@@ -592,7 +593,9 @@ def test_a_factory_of_the_training_script_resumes_from_the_cli(tmp_path, capsys)
         "        return GroupParallelEnv('Goal-v0', num_agents=num_agents)\n"
         "    return par_fn\n\n\n"
         "made = wrapper(3)\n\n"
-        "if __name__ == '__main__':\n    train(goal, small_config(), run_dir='run')\n"
+        "if __name__ == '__main__' and sys.argv[1:] == ['resume']:\n"
+        "    train(made, {'max_steps': 900}, run_dir='cli_made', resume=True)\n"
+        "elif __name__ == '__main__':\n    train(goal, small_config(), run_dir='run')\n"
         "    train(made, small_config(), run_dir='made')\n")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "mytrain.py"], cwd=tmp_path, env=env,
@@ -615,6 +618,17 @@ def test_a_factory_of_the_training_script_resumes_from_the_cli(tmp_path, capsys)
                            "--no-progress"], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
+    # and the other way: a run the CLI started on the script's closure resumes from the script
+    done = subprocess.run([sys.executable, "-m", "poca.cli", "train", "mytrain:made",
+                           "--run-dir", "cli_made", "--no-progress", "--max-steps", "600",
+                           "--num-envs", "4"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    done = subprocess.run([sys.executable, "mytrain.py", "resume"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert checkpoint.load(tmp_path / "cli_made" / "checkpoints" / "latest.pt")[
+        "agent_steps"] >= 900
     # runs recorded as __main__:qualname before this still resume under the script's name
     assert runfolder.same_env_id("mytrain:goal", "__main__:goal")
     assert not runfolder.same_env_id("mytrain:goal", "__main__:other")
