@@ -25,6 +25,7 @@ from gymnasium import spaces
 
 from envs.core import GroupEnv, GroupSpec, ObsSpec, check_int, env_keys, hash_bits
 from envs.spaces import one_line
+from poca import runfolder
 
 SUPPORTED = ("Box (any shape; uint8 (H, W, C) is an image, other shapes are flattened to a "
              "vector), Discrete (one-hot), or a Dict of those (an 'action_mask' entry is the "
@@ -726,12 +727,11 @@ def _names_same_factory(env_id, name: str, saved: str) -> bool:
             importlib.import_module(module)
     if resolved(saved) is target:
         return True
-    if FINGERPRINTED.search(saved) and hasattr(target, "__code__"):
+    if runfolder.FINGERPRINT.search(saved) and hasattr(target, "__code__"):
         return f"{target.__module__}:{target.__qualname__}#{_fingerprint(target)}" == saved
     return False
 
 
-FINGERPRINTED = re.compile(r"#[0-9a-f]{8}$")
 ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 PLAIN = (int, float, complex, str, bytes, bool, type(None), tuple, list, dict, set, frozenset,
          np.ndarray, np.generic)
@@ -752,8 +752,7 @@ def _stable_text(value) -> str:
     addresses; line numbers left out (an edit above a function moves them). Each object is
     written once, and a long text by its hash (a part shared at every level of a nest costs
     no more than once), cycles are cut, and a value whose repr or conversion raises is named
-    by its class. Objects of one class
-    without a repr of their own look alike."""
+    by its class. Objects of one class without a repr of their own look alike."""
     memo: dict[int, str] = {}
     keep = []  # the objects met, alive until the end (an id is only unique while alive)
 

@@ -312,14 +312,11 @@ class Trainer:
             step = after
         self._step = step
         self._warn_if_rewards_cancel()
-        # the largest team reward in size, named if training diverges (huge rewards overflow)
-        self._peak_reward = max(self._peak_reward,
-                                float(np.abs(np.stack(env_cols["team_reward"])).max()))
         device = self.device
         final_alive = (torch.as_tensor(np.concatenate(final_alive), device=device) if final_alive
                        else torch.zeros((0, self.spec.num_agents), dtype=torch.bool,
                                         device=device))
-        return Rollout(
+        rollout = Rollout(
             obs=[torch.stack(component) for component in zip(*obs, strict=False)],
             **{name: None if col[0] is None else torch.stack(col)
                for name, col in acted_cols.items()},
@@ -331,6 +328,9 @@ class Trainer:
             final_obs=blank_absent([np.concatenate(component)
                                     for component in zip(*final_obs, strict=False)], final_alive),
             final_alive=final_alive)
+        # the largest team reward in size, named if training diverges (huge rewards overflow)
+        self._peak_reward = max(self._peak_reward, float(rollout.team_reward.abs().max()))
+        return rollout
 
     def _warn_if_rewards_cancel(self) -> None:
         """Every agent learns from the team reward, the sum of all rewards: in a zero-sum game
