@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 
-import gymnasium
-import pettingzoo
+# bound under private names: `envs.gymnasium` and `envs.pettingzoo` are this package's views,
+# and a public name here would shadow them (`from envs import pettingzoo` gave the library)
+import gymnasium as _gymnasium
+import pettingzoo as _pettingzoo
 
 from envs.baton_pass import BatonPassGroup
 from envs.core import GroupEnv, GroupSpec, GroupStep, ObsSpec, check_kwargs
@@ -69,16 +71,16 @@ def pettingzoo_id(task: str) -> str:
 def _register() -> None:
     for name in TASKS:
         gym_id = f"groupenvs/{name}"
-        if gym_id not in gymnasium.registry:
-            gymnasium.register(gym_id, entry_point="envs.gymnasium:GroupGymEnv",
+        if gym_id not in _gymnasium.registry:
+            _gymnasium.register(gym_id, entry_point="envs.gymnasium:GroupGymEnv",
                                vector_entry_point="envs.gymnasium:GroupVectorEnv",
                                kwargs={"task": name})
         pz_id = pettingzoo_id(name)
-        if pz_id not in pettingzoo.parallel_registry:
-            pettingzoo.register("parallel", pz_id, entry_point="envs.pettingzoo:GroupParallelEnv",
+        if pz_id not in _pettingzoo.parallel_registry:
+            _pettingzoo.register("parallel", pz_id, entry_point="envs.pettingzoo:GroupParallelEnv",
                                 kwargs={"task": name})
-        if pz_id not in pettingzoo.aec_registry:
-            pettingzoo.register("aec", pz_id, entry_point="envs.pettingzoo:aec_env",
+        if pz_id not in _pettingzoo.aec_registry:
+            _pettingzoo.register("aec", pz_id, entry_point="envs.pettingzoo:aec_env",
                                 kwargs={"task": name})
 
 

@@ -267,3 +267,9 @@ def aec_env(task: str | type = "Goal-v0", **kwargs):
     """The AEC (turn-based) form of the same group, for tools that need one (what PettingZoo's
     `parallel_to_aec` makes, with each action checked on its agent's turn)."""
     return OrderEnforcingWrapper(_CheckedAEC(GroupParallelEnv(task, **kwargs)))
+
+
+# PettingZoo's module convention (`pettingzoo.butterfly.pistonball_v6.parallel_env()`, `.env()`),
+# which its tests (`max_cycles_test(module)`) and wrappers expect: Goal by default, `task=` others
+parallel_env = GroupParallelEnv
+env = aec_env

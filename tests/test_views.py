@@ -620,15 +620,27 @@ def test_pettingzoo_takes_max_cycles_as_its_name_for_max_steps():
     pass it); with max_steps as well it is refused, not silently one of the two."""
     env = pettingzoo.make("parallel", "groupenvs/goal-v0", max_cycles=3)
     assert env.spec.max_steps == 3
-    pzt.max_cycles_test(types.SimpleNamespace(
-        parallel_env=lambda **kw: pettingzoo.make("parallel", "groupenvs/goal-v0", **kw),
-        env=lambda **kw: pettingzoo.make("aec", "groupenvs/goal-v0", **kw)))
+    pzt.max_cycles_test(envs.pettingzoo)  # PettingZoo's module convention: parallel_env, env
     env.reset(seed=0)
     for _ in range(3):
         *_, truncs, _ = env.step(dict.fromkeys(env.agents, 0))
     assert all(truncs.values()) and env.agents == []
     with pytest.raises(TypeError, match="max_steps or max_cycles"):
         pettingzoo.make("parallel", "groupenvs/goal-v0", max_cycles=3, max_steps=4)
+
+
+def test_the_package_names_its_own_views_not_the_libraries():
+    """`from envs import pettingzoo` is this package's view module, not the PettingZoo library
+    that the package imports to register its tasks (a public name would shadow it). In a fresh
+    process: here the views are imported already, which rebinds the names."""
+    code = ("import envs\n"
+            "from envs import gymnasium, pettingzoo\n"
+            "print(gymnasium.__name__, pettingzoo.__name__)\n"
+            "print(type(pettingzoo.parallel_env(task='PushBlock-v0')).__name__)\n"
+            "print(pettingzoo.env().unwrapped.metadata['name'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["envs.gymnasium", "envs.pettingzoo", "GroupParallelEnv",
+                                  "goal_v0"]
 
 
 def test_render_needs_a_running_env():
