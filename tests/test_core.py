@@ -184,6 +184,36 @@ class Turns(GroupEnv):
         return mask
 
 
+class LivingCost(Turns):
+    """Turns with a living cost of 0.01 a step, paid to every slot (`everyone`), or to the
+    slots alive when the step began."""
+
+    def __init__(self, everyone):
+        super().__init__()
+        self.everyone = everyone
+
+    def _step(self, cont, disc):
+        paid = np.ones_like(self.alive) if self.everyone else self.alive.copy()
+        _, group, terminated, truncated = super()._step(cont, disc)
+        return np.float32(-0.01) * paid, group, terminated, truncated
+
+
+def test_a_task_paying_a_slot_that_is_not_alive_is_refused_naming_it():
+    """The PettingZoo view has no agent to pay for such a slot, while the team return would
+    count it: the views and the learner would disagree, so it is the task's error."""
+    env = LivingCost(everyone=False)
+    env.reset(seed=0)
+    for _ in range(6):  # player 1 leaves after 2 steps; episodes of 4 steps
+        env.step({"discrete": np.zeros((2, 2, 2), np.int64)})
+    env = LivingCost(everyone=True)
+    env.reset(seed=0)
+    env.step({"discrete": np.zeros((2, 2, 2), np.int64)})
+    env.step({"discrete": np.zeros((2, 2, 2), np.int64)})  # player 1 leaves, paid on its last step
+    with pytest.raises(ValueError, match=r"LivingCost._step paid an individual reward of -0.01 "
+                       r"to slot 1 of env 0, which was not alive after 2 steps of its episode"):
+        env.step({"discrete": np.zeros((2, 2, 2), np.int64)})
+
+
 def test_actions_the_mask_forbids_are_refused_naming_env_agent_and_step():
     env = Turns()
     first = env.reset(seed=0)
