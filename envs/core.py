@@ -152,9 +152,11 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 def env_keys(seed: int, num_envs: int) -> np.ndarray:
     """uint64 [E]: one random stream key per (seed, env index) pair.
 
-    The seed is hashed before the index is mixed in, so no two seeds share a key for any E (a
-    plain `seed ^ index` would make seeds 0..E-1 permutations of the same E streams), while env
-    i's key does not depend on E.
+    The seed is hashed before the index is mixed in, so no two seeds below 2**64 share a key for
+    any E (splitmix64 is a bijection; a plain `seed ^ index` would make seeds 0..E-1 permutations
+    of the same E streams), while env i's key does not depend on E. Larger seeds (Gymnasium's
+    own draws are 128-bit) are folded into 64 bits, so some pairs of them, or one of them and a
+    smaller seed, do share keys, as with any 64-bit hash: unlikely by chance, easy to construct.
 
     >>> bool((env_keys(7, 3) == env_keys(7, 5)[:3]).all())  # env i's key, whatever E is
     True

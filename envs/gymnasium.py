@@ -242,6 +242,12 @@ class GroupVectorEnv(VectorEnv):
         self._restart = np.zeros(self.num_envs, dtype=bool)  # NEXT_STEP: ended on the last step
 
     def reset(self, *, seed=None, options=None):
+        if options:  # Gymnasium's one vector option asks for what this env does not do
+            raise ValueError(
+                f"options {sorted(map(str, options))}: this vector env takes none; it resets "
+                f"every group (groups that end restart themselves, as autoreset_mode says), so "
+                f"a partial reset (reset_mask) needs gymnasium.make_vec(..., "
+                f"vectorization_mode='sync')")
         if isinstance(seed, (list, tuple)) or np.ndim(seed) > 0:  # one per group: group i
             super().reset()  # plays what gymnasium.make(id).reset(seed=seed[i]) does
             step = self.core.reset(seed=list(seed))

@@ -80,6 +80,8 @@ class GroupParallelEnv(ParallelEnv):
         self.state_space = spaces.Box(min(min(o.low for o in self.spec.obs), 0.0), high,
                                       (self.spec.num_agents * (width + 1),), dtype=np.float32)
         self._last = None
+        self._next = None  # the core's first step of the next episode, once one has ended
+        self._left: set[int] = set()  # slots whose agent ended in this episode
 
     def observation_space(self, agent):  # one object for every agent: `is` holds
         if agent not in self._slot:
@@ -113,7 +115,11 @@ class GroupParallelEnv(ParallelEnv):
         raise ValueError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
 
     def reset(self, seed=None, options=None):
-        step = self.core.reset(seed=seed)
+        if seed is None and self._next is not None:
+            step = self._next  # the core already started the next episode when the last ended
+        else:
+            step = self.core.reset(seed=seed)
+        self._next, self._left = None, set()
         self._last = (step.obs, step.alive[0])
         self.agents = [a for a in self.possible_agents if step.alive[0, self._slot[a]]]
         obs = {a: self._agent_obs(step.obs, self._slot[a]) for a in self.agents}
@@ -155,9 +161,12 @@ class GroupParallelEnv(ParallelEnv):
                              f"{missing}") from None
         step = self.core.step(agent_to_core(self.spec, [slot[a] for a in acting], values))
         ended = bool(step.group_done[0])
+        self._next = step if ended else None
         view = step.final_obs if ended else step.obs
         individual, group = step.reward[0].tolist(), float(step.group_reward[0])
         after = step.alive[0].tolist()
+        if after != before and not ended:
+            self._check_no_return(before, after)
         if absorb:
             truncated = bool(step.group_truncated[0])
             terms = dict.fromkeys(agents, ended and not truncated)
@@ -212,6 +221,22 @@ class GroupParallelEnv(ParallelEnv):
                       np.array(before) & ~(step.terminated[0]))
         self._render.advance(group, ended)
         return obs, rewards, terms, truncs, infos
+
+    def _check_no_return(self, before: list[bool], after: list[bool]) -> None:
+        """A PettingZoo agent that has ended never comes back (its name is its slot's), so a
+        task that puts a newcomer in a slot used earlier in the episode cannot be shown here."""
+        back = [i for i, (on, was) in enumerate(zip(after, before, strict=True))
+                if on and not was and i in self._left]
+        if back:
+            i = back[0]
+            raise ValueError(
+                f"{type(self.core).__name__} put a new agent in slot {i} after {self.core.t[0]} "
+                f"steps, where agent_{i} ended earlier in the episode: a PettingZoo agent that "
+                f"has ended cannot return. Give each newcomer a slot not yet used in the "
+                f"episode (max_agents slots), or use the Gymnasium view or the core, which take "
+                f"reused slots")
+        self._left.update(i for i, (on, was) in enumerate(zip(after, before, strict=True))
+                          if was and not on)
 
     def render(self):
         """An (H, W, 3) uint8 frame with render_mode="rgb_array"; draws the window with "human"."""

@@ -70,10 +70,11 @@ def agent_action_space(spec: GroupSpec) -> spaces.Space:
     return cont if cont is not None else disc
 
 
-def agent_mask(spec: GroupSpec, row: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
-    """One agent's legal discrete actions (bool [sum(branches)]) in the form its `Discrete` or
-    `MultiDiscrete` space's `sample(mask=...)` takes: an int8 array for one branch, a tuple of
-    them (one per branch) for several; hybrid actions get the discrete part's.
+def agent_mask(spec: GroupSpec, row: np.ndarray) -> np.ndarray | tuple | dict:
+    """One agent's legal discrete actions (bool [sum(branches)]) in the form its action space's
+    `sample(mask=...)` takes: an int8 array for one branch (`Discrete`), a tuple of them (one per
+    branch) for several (`MultiDiscrete`); for hybrid actions (a `Dict`) a dict with None for
+    the continuous part (a `Box` takes no mask) and that form for the discrete part.
 
     >>> spec = GroupSpec(1, (ObsSpec("vector", "vector", (3,)),), 0, (2, 3), 100)
     >>> agent_mask(spec, np.array([0, 1, 1, 0, 1], bool))
@@ -81,7 +82,8 @@ def agent_mask(spec: GroupSpec, row: np.ndarray) -> np.ndarray | tuple[np.ndarra
     """
     flat = row.astype(np.int8)
     branches = spec.discrete_branches
-    return flat if len(branches) == 1 else tuple(split_branches(flat, branches))
+    discrete = flat if len(branches) == 1 else tuple(split_branches(flat, branches))
+    return {"continuous": None, "discrete": discrete} if spec.continuous_size else discrete
 
 
 def split_branches(mask: np.ndarray, branches: tuple[int, ...]) -> list[np.ndarray]:

@@ -811,3 +811,94 @@ def test_pettingzoo_observation_dicts_follow_the_spaces_key_order(death_mode):
         obs, *_ = env.step({a: 1 for a in env.agents})
         seen.append(obs)
     assert all(list(o) == keys for step_obs in seen for o in step_obs.values())
+
+
+class HybridPicky(Picky):
+    """Picky with a continuous action beside its two branches."""
+
+    def __init__(self, num_envs=1, max_steps=3):
+        envs.GroupEnv.__init__(self, envs.GroupSpec(
+            num_agents=2, obs=(envs.ObsSpec("v", "vector", (2,)),), continuous_size=1,
+            discrete_branches=(3, 2), max_steps=max_steps), num_envs)
+
+
+def test_pettingzoo_masks_of_hybrid_actions_are_what_the_dict_space_samples_with():
+    env = GroupParallelEnv(HybridPicky)
+    _, infos = env.reset(seed=0)
+    mask = infos["agent_0"]["action_mask"]
+    assert mask["continuous"] is None and [m.tolist() for m in mask["discrete"]] == [
+        [0, 1, 1], [1, 1]]
+    for _ in range(20):
+        assert env.action_space("agent_0").sample(mask=mask)["discrete"][0] != 0
+    with warnings.catch_warnings():  # its advice for any space besides Box and Discrete
+        warnings.filterwarnings("ignore", "Action space for each agent probably")
+        pzt.api_test(envs.pettingzoo.aec_env(HybridPicky, max_steps=6), num_cycles=10)
+
+
+class Reused(envs.GroupEnv):
+    """Slot 0's agent leaves on the first step; a newcomer takes slot 0 after three steps."""
+
+    def __init__(self, num_envs=1, max_steps=6):
+        super().__init__(envs.GroupSpec(2, (envs.ObsSpec("v", "vector", (1,)),), 0, (2,),
+                                        max_steps), num_envs)
+
+    def _reset_envs(self, idx):
+        self.alive[idx] = True
+
+    def _step(self, cont, disc):
+        leave = np.zeros((self.num_envs, 2), bool)
+        leave[:, 0] = self.alive[:, 0] & (self.t == 0)
+        self.alive &= ~leave
+        self.alive[self.t == 2, 0] = True
+        return (np.zeros((self.num_envs, 2), np.float32), np.zeros(self.num_envs, np.float32),
+                leave, np.zeros_like(leave))
+
+    def _observe(self, rows=slice(None)):
+        return (np.full((self.env_ids[rows].size, 2, 1), 0.5, np.float32),)
+
+
+@pytest.mark.parametrize("death_mode", ["remove", "absorb"])
+def test_pettingzoo_refuses_an_agent_brought_back_in_its_old_slot(death_mode):
+    """A PettingZoo agent that ended never returns; the joint view takes the reused slot."""
+    env = GroupParallelEnv(Reused, death_mode=death_mode)
+    env.reset(seed=0)
+    env.step({"agent_0": 0, "agent_1": 0})
+    assert (env.agents == ["agent_1"]) == (death_mode == "remove")
+    env.step({"agent_1": 0})
+    with pytest.raises(ValueError, match=r"Reused put a new agent in slot 0 after 3 steps, where "
+                       r"agent_0 ended earlier in the episode"):
+        env.step({"agent_1": 0})
+    joint = GroupGymEnv(Reused)
+    joint.reset(seed=0)
+    alive = [joint.step(joint.action_space.sample())[0]["alive"][0] for _ in range(3)]
+    assert alive == [False, False, True]
+
+
+def test_pettingzoo_reset_without_a_seed_plays_the_next_episode_as_the_gymnasium_view():
+    """The core starts a group's next episode when it ends; reset() with no seed shows that
+    one, as the Gymnasium view does, instead of skipping it."""
+    firsts = {}
+    for view in ("gymnasium", "pettingzoo"):
+        env = (GroupGymEnv("DungeonEscape-v0", max_steps=2) if view == "gymnasium" else
+               GroupParallelEnv("DungeonEscape-v0", max_steps=2))
+        obs, _ = env.reset(seed=123)
+        firsts[view] = []
+        for _ in range(4):
+            for _ in range(2):
+                if view == "gymnasium":
+                    env.step(np.zeros(env.action_space.shape, np.int64))
+                else:
+                    env.step({a: 0 for a in env.agents})
+            obs, _ = env.reset()
+            firsts[view].append(obs["vector"][0] if view == "gymnasium" else obs["agent_0"])
+    for joint, own in zip(firsts["gymnasium"], firsts["pettingzoo"], strict=True):
+        np.testing.assert_array_equal(joint, own)
+    assert len({o.tobytes() for o in firsts["pettingzoo"]}) > 1
+
+
+def test_native_vector_env_refuses_a_partial_reset_it_cannot_do():
+    vec = gymnasium.make_vec("groupenvs/PushBlock-v0", num_envs=2,
+                             vectorization_mode="vector_entry_point")
+    vec.reset(seed=0, options={})
+    with pytest.raises(ValueError, match=r"options \['reset_mask'\]: this vector env takes none"):
+        vec.reset(options={"reset_mask": np.array([True, False])})
