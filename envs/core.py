@@ -587,14 +587,14 @@ class GroupEnv(ABC):
         B] within the branch sizes (None without discrete actions); entries of slots that are not
         alive hold anything and must be ignored. `self.t` [E] counts each env's steps before this
         one. Returns fresh arrays: float32 `reward` [E, A] (each agent's individual reward; 0 for a
-        slot that was not alive before this step, an agent joining included: refused otherwise), float32
-        `group_reward` [E], and bool `terminated` / `truncated` [E, A] for agents whose episode ends
-        on this step (the task's own time limits go in `truncated`; the base adds truncation at
-        `spec.max_steps` itself). Must also update `self.alive` [E, A]: clear the agents that ended,
-        set the agents that join (in free slots: a slot whose agent ended on this step stays empty
-        until the next, so that learners never chain two agents' returns); the group's episode
-        ends (and is reset) when no slot is alive, so a task that ends a whole group ends every
-        one of its agents.
+        slot that was not alive before this step, an agent joining included: refused otherwise),
+        float32 `group_reward` [E], and bool `terminated` / `truncated` [E, A] for agents whose
+        episode ends on this step (the task's own time limits go in `truncated`; the base adds
+        truncation at `spec.max_steps` itself). Must also update `self.alive` [E, A]: clear the
+        agents that ended, set the agents that join (in free slots: a slot whose agent ended on this
+        step stays empty until the next, so that learners never chain two agents' returns); the
+        group's episode ends (and is reset) when no slot is alive, so a task that ends a whole group
+        ends every one of its agents.
         """
 
     @abstractmethod

@@ -2,7 +2,6 @@
 
 import subprocess
 import sys
-import types
 import warnings
 
 import gymnasium
