@@ -941,8 +941,8 @@ def _warn_unless_seeded(env: GroupEnv, name: str) -> None:
 def checked(env: GroupEnv) -> GroupEnv:
     """`env` (from someone else's code) with every reset and step checked where its values
     enter, each failure a ValueError naming the env, the agent, the field and the step:
-    a reward, group reward or alive agent's observation that is NaN/inf or beyond float32's
-    range (what the trainer computes in); a reward paid to an agent that was not in the episode
+    a reward, group reward, alive agent's observation or ending agent's last view that is
+    NaN/inf or beyond float32's range (what the trainer computes in); a reward paid to an agent that was not in the episode
     (it would be lost); an agent reported terminated or truncated that stays alive while its
     group goes on; and a group left with no agent alive that is not done (a trainer waiting for
     its agents to act would wait forever)."""
@@ -957,10 +957,15 @@ def checked(env: GroupEnv) -> GroupEnv:
         raise ValueError(f"{name}.{call}: env {e}{who}: {what} (episode step {steps[e]})")
 
     def check(out, call: str):
+        ended = (np.asarray(out.terminated, bool) | np.asarray(out.truncated, bool))
         fields = [("group_reward", np.asarray(out.group_reward).reshape(E, 1), None),
                   ("reward", np.asarray(out.reward), None)]
         fields += [(f"observation {o.name!r}", np.asarray(x).reshape(E, A, -1), out.alive)
                    for o, x in zip(env.spec.obs, out.obs, strict=True)]
+        # an agent's last view, on the step it ends: a truncated one is bootstrapped from it
+        fields += [(f"last observation {o.name!r} (final_obs, the step it ended)",
+                    np.asarray(x).reshape(E, A, -1), ended & acting)
+                   for o, x in zip(env.spec.obs, out.final_obs, strict=True)]
         for field, x, alive in fields:
             if x.dtype.kind != "f":
                 continue
@@ -976,7 +981,6 @@ def checked(env: GroupEnv) -> GroupEnv:
             e, a = np.argwhere(paid)[0]
             fail(call, e, a, f"reward {out.reward[e, a]} paid to an agent that was not in the "
                              "episode (it would be lost); pay it while the agent is alive")
-        ended = (np.asarray(out.terminated, bool) | np.asarray(out.truncated, bool))
         stays = ended & alive & ~done[:, None]
         if stays.any():
             e, a = np.argwhere(stays)[0]

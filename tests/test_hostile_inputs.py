@@ -763,6 +763,10 @@ def broken_goal(num_envs, how="no agents at reset", after=3):
                 out.terminated[1, 1] = True
             elif how == "all left, not done":
                 out.alive[1] = False
+            elif how == "NaN last view":  # agent 1 of env 1 is cut off, its last view NaN
+                out.alive[1, 1] = False
+                out.truncated[1, 1] = True
+                out.final_obs[0][1, 1] = np.nan
         if count[0] == after + 1 and how == "reward to a slot not alive":
             out.reward[1, 1] = 0.5  # ...and is paid at the step after it left
         return out
@@ -778,13 +782,16 @@ BROKEN_GROUP_ENVS = [
     ("terminated but alive", "step(): env 1, agent 1: reported terminated or truncated, yet "
                              "still alive while its group goes on"),
     ("all left, not done", "step(): env 1: no agent is alive, yet the group is not done"),
+    ("NaN last view", "step(): env 1, agent 1: last observation 'vector' (final_obs, the step "
+                      "it ended) is NaN/inf or beyond float32's range (episode step 3)"),
 ]
 
 
 @pytest.mark.parametrize("how, fragment", BROKEN_GROUP_ENVS, ids=[c[0] for c in BROKEN_GROUP_ENVS])
 def test_a_group_env_that_breaks_the_contract_is_named_not_hung(how, fragment):
     """A factory's GroupEnv with no agent alive used to hang training at 0 agent-steps; a
-    reward of 1e300 became inf in float32 and read as a diverged loss."""
+    reward of 1e300 became inf in float32 and read as a diverged loss; a NaN last view of a
+    truncated agent, which its value is bootstrapped from, read as diverged statistics."""
     with pytest.raises(ValueError, match="GoalGroup") as info:
         train(functools.partial(broken_goal, how=how), small_config(max_steps=600))
     assert fragment in str(info.value), str(info.value)
