@@ -155,6 +155,15 @@ def _merged(old, new):
     return new
 
 
+def _leaves(key: str, value):
+    """(dotted name, value) of each setting that `{key: value}` sets: a mapping by its keys."""
+    if isinstance(value, dict) and value:
+        for sub, inner in value.items():
+            yield from _leaves(f"{key}.{sub}", inner)
+    else:
+        yield key, value
+
+
 @dataclass
 class POCAConfig:
     """Everything a run is made of, in ML-Agents' layout (one behavior's settings), plus the
@@ -273,6 +282,14 @@ class POCAConfig:
         mapping given for a section is merged into it, key by key (`{"hyperparameters":
         {"beta": 0.02}}` changes beta alone), as the same keys given one by one would be."""
         data = self.to_dict()
+        given: dict[str, object] = {}
+        for key, value in dotted.items():
+            for name, leaf_value in _leaves(str(key), value):
+                if name in given:
+                    raise ValueError(f"{name} is given twice ({given[name]!r} and "
+                                     f"{leaf_value!r}), as a section's mapping and a dotted key: "
+                                     f"give it once")
+                given[name] = leaf_value
         for key, value in dotted.items():
             *parents, leaf = key.split(".")
             node = data

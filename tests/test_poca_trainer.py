@@ -357,15 +357,29 @@ def test_other_trainer_types_and_threaded_say_what_they_get():
 
 def test_a_setting_given_twice_on_the_command_line_is_an_error(capsys):
     for argv in (["--set", "hyperparameters.beta=0.1", "--set", "hyperparameters.beta=0.3"],
-                 ["--set", "hyperparameters={beta: 0.1, beta: 0.3}"]):
+                 ["--set", "hyperparameters={beta: 0.1, beta: 0.3}"],
+                 ["--set", "hyperparameters={beta: 0.1}", "--set", "hyperparameters.beta=0.3"]):
         try:
             code = main(["train", "groupenvs/Goal-v0", *argv, "--max-steps", "100"])
         except SystemExit as exit_:
             code = exit_.code
         assert code == 2
         err = capsys.readouterr().err
-        assert "--set hyperparameters.beta is given twice (0.1 and 0.3)" in err or \
+        assert "hyperparameters.beta is given twice (0.1 and 0.3)" in err or \
             "not valid YAML (duplicate key 'beta')" in err, err
+
+
+def test_a_setting_in_a_section_mapping_and_as_a_dotted_key_is_an_error():
+    """Whichever came last would win silently (dict order), so neither does."""
+    for given in ({"hyperparameters": {"beta": 0.1}, "hyperparameters.beta": 0.3},
+                  {"reward_signals.extrinsic.gamma": 0.3,
+                   "reward_signals": {"extrinsic": {"gamma": 0.1}}}):
+        with pytest.raises(ValueError, match=r"(hyperparameters.beta|reward_signals.extrinsic."
+                                             r"gamma) is given twice \((0.1 and 0.3|0.3 and "
+                                             r"0.1)\), as a section's mapping and a dotted key"):
+            POCAConfig.of(given)
+    both = POCAConfig.of({"hyperparameters": {"beta": 0.1}, "hyperparameters.lambd": 0.9})
+    assert (both.hyperparameters.beta, both.hyperparameters.lambd) == (0.1, 0.9)
 
 
 def test_keep_checkpoints_0_keeps_them_all_as_in_mlagents(tmp_path):
