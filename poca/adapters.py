@@ -939,13 +939,13 @@ def _warn_unless_seeded(env: GroupEnv, name: str) -> None:
 
 
 def checked(env: GroupEnv) -> GroupEnv:
-    """`env` (from someone else's code) with every reset and step checked where its values
-    enter, each failure a ValueError naming the env, the agent, the field and the step:
-    a reward, group reward, alive agent's observation or ending agent's last view that is
-    NaN/inf or beyond float32's range (what the trainer computes in); a reward paid to an agent that was not in the episode
-    (it would be lost); an agent reported terminated or truncated that stays alive while its
-    group goes on; and a group left with no agent alive that is not done (a trainer waiting for
-    its agents to act would wait forever)."""
+    """`env` (from someone else's code) with every reset and step checked where its values enter,
+    each failure a ValueError naming the env, the agent, the field and the step: a reward, group
+    reward, alive agent's observation or ending agent's last view that is NaN/inf or beyond
+    float32's range (what the trainer computes in); a reward paid to an agent that was not in the
+    episode (it would be lost); an agent reported terminated or truncated that stays alive while its
+    group goes on; and a group left with no agent alive that is not done (a trainer waiting for its
+    agents to act would wait forever)."""
     reset, step = env.reset, env.step
     E, A = env.num_envs, env.max_agents
     steps = np.zeros(E, np.int64)

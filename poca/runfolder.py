@@ -93,6 +93,9 @@ def latest_checkpoint(run_dir: Path) -> Path:
     if not Path(run_dir).is_dir():
         raise RunFolderError(f"no run folder {run_dir} to resume")
     if not path.exists():
+        pid = _holder(Path(run_dir))
+        if pid is not None:  # a run still before its first checkpoint: say so, not "stopped"
+            raise _in_use(run_dir, pid)
         older = [p.name for p in step_checkpoints(path.parent)]
         raise RunFolderError(
             f"{run_dir} holds no checkpoint to resume from" + (
@@ -158,9 +161,24 @@ def _lock(handle, run_dir: Path) -> None:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         handle.seek(0)
-        pid = handle.read().strip() or "?"
-        raise RunFolderError(f"{run_dir} is in use by another training process (pid {pid}); "
-                             "two runs cannot share a folder") from None
+        raise _in_use(run_dir, handle.read().strip() or "?") from None
+
+
+def _in_use(run_dir: Path, pid: str) -> RunFolderError:
+    return RunFolderError(f"{run_dir} is in use by another training process (pid {pid}); two "
+                          "runs cannot share a folder")
+
+
+def _holder(run_dir: Path) -> str | None:
+    """The pid of the process that holds `run_dir` now, or None (where flock exists: POSIX)."""
+    if fcntl is None or not (run_dir / LOCK).is_file():
+        return None
+    with open(run_dir / LOCK) as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            return handle.read().strip() or "?"
+    return None  # closing the file released the lock just taken
 
 
 def last_wall_seconds(path: Path) -> float:

@@ -200,6 +200,11 @@ def test_a_run_folder_is_claimed_by_one_process(tmp_path, capsys):
         assert main(["train", "Goal-v0", "--run-dir", str(run), "--no-progress"]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "in use by another training process" in err
+        # a resume of the run before its first checkpoint: not "a run stopped before it"
+        with pytest.raises(runfolder.RunFolderError, match="in use by another training "):
+            train("Goal-v0", run_dir=run, resume=True)
+        assert main(["train", "Goal-v0", "--run-dir", str(run), "--resume"]) == 2
+        assert "in use by another training process" in capsys.readouterr().err
     assert not (run / "metrics.csv").exists()  # nobody wrote into the held folder
     train("Goal-v0", small_config(), run_dir=run)  # released: free again
     with pytest.raises(runfolder.RunFolderError, match="already holds a run; pass --resume"):
