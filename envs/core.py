@@ -352,7 +352,7 @@ class GroupEnv(ABC):
         checking, self._check_next = self._check_next, False
         reward, group_reward, terminated, truncated = self._checked(out) if checking else out
         if absent is not None and np.count_nonzero(reward) and np.count_nonzero(reward[absent]):
-            self._refuse_absent_reward(reward, absent)
+            self._check_paid_slots(reward, absent, terminated | truncated)
         if reward.dtype != np.float32 or group_reward.dtype != np.float32:  # as GroupStep says
             reward, group_reward = reward.astype(np.float32), group_reward.astype(np.float32)
         self._clock += 1
@@ -453,16 +453,21 @@ class GroupEnv(ABC):
                                  f"expected {'bool' if flags else 'a real number dtype'}")
         return out
 
-    def _refuse_absent_reward(self, reward: np.ndarray, absent: np.ndarray) -> None:
-        """A slot that was not in the episode when the step began earns nothing: the views and
-        learners would disagree on it (the PettingZoo view has no agent to pay, the team return
-        would count it), so `_step` paying one is a bug in the task, named here."""
-        e, a = np.argwhere(absent & (reward != 0))[0]
+    def _check_paid_slots(self, reward: np.ndarray, absent: np.ndarray, ended: np.ndarray
+                          ) -> None:
+        """A slot with no agent in the step (not alive before it, and none joining in it, even
+        to end at once) earns nothing: the views and learners would disagree on it (the
+        PettingZoo view has no agent to pay, the team return would count it), so `_step`
+        paying one is a bug in the task."""
+        stray = absent & ~self.alive & ~ended & (reward != 0)
+        if not stray.any():
+            return
+        e, a = np.argwhere(stray)[0]
         raise ValueError(f"{type(self).__name__}._step paid an individual reward of "
-                         f"{reward[e, a]:g} to slot {a} of env {e}, which was not alive after "
-                         f"{self.t[e]} steps of its episode; only the slots alive before a step "
-                         f"earn in it (multiply by self.alive before updating it, or pay the "
-                         f"group through group_reward)")
+                         f"{reward[e, a]:g} to slot {a} of env {e}, where no agent was alive "
+                         f"after {self.t[e]} steps of its episode, nor joined; only the agents "
+                         f"in a step earn in it (multiply by self.alive before updating it, or "
+                         f"pay the group through group_reward)")
 
     def _check_open(self) -> None:
         if self._closed:
@@ -586,8 +591,8 @@ class GroupEnv(ABC):
         `cont` is float32 [E, A, C] in [-1, 1] (None without continuous actions), `disc` ints [E, A,
         B] within the branch sizes (None without discrete actions); entries of slots that are not
         alive hold anything and must be ignored. `self.t` [E] counts each env's steps before this
-        one. Returns fresh arrays: float32 `reward` [E, A] (each agent's individual reward; 0 for a
-        slot that was not alive before this step, an agent joining included: refused otherwise),
+        one. Returns fresh arrays: float32 `reward` [E, A] (each agent's individual reward, an agent
+        joining on this step included; 0 for a slot with no agent in this step: refused otherwise),
         float32 `group_reward` [E], and bool `terminated` / `truncated` [E, A] for agents whose
         episode ends on this step (the task's own time limits go in `truncated`; the base adds
         truncation at `spec.max_steps` itself). Must also update `self.alive` [E, A]: clear the

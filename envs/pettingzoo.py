@@ -4,7 +4,7 @@ Agents are `agent_0 .. agent_{A-1}`. An agent that ends is reported once, in the
 (its final observation, its reward, `terminated` or `truncated`), and then leaves `agents` for good;
 actions later sent for it are ignored, and `step({})` once every agent has left returns empty dicts.
 An agent that joins mid-episode (Baton Pass) enters `agents` in the step it appears, with its first
-observation and a reward of 0.
+observation and the individual reward the task paid it on joining (0 in this package's tasks).
 Each agent's reward is its individual reward plus the group reward; `infos[agent]` holds both parts.
 `death_mode="absorb"` instead keeps ended agents in `agents` with blank observations (0, or the
 bound nearest to 0) and zero rewards until the whole group ends, for libraries that need a fixed
@@ -204,10 +204,10 @@ class GroupParallelEnv(ParallelEnv):
         joined = [] if ended or after == before else [
             a for a, on, was in zip(self.possible_agents, after, before, strict=True)
             if on and not was and a not in obs]
-        for a in joined:
+        for a in joined:  # its individual reward on joining; the group's goes to those who acted
             obs[a] = self._agent_obs(view, slot[a])
-            rewards[a], terms[a], truncs[a] = 0.0, False, False
-            infos[a] = {"individual_reward": 0.0, "group_reward": 0.0}
+            rewards[a], terms[a], truncs[a] = individual[slot[a]], False, False
+            infos[a] = {"individual_reward": individual[slot[a]], "group_reward": 0.0}
             if mask is not None:
                 infos[a]["action_mask"] = agent_mask(self.spec, mask[0, slot[a]])
         if ended:

@@ -432,6 +432,10 @@ class ParallelEnvGroup(GroupEnv):
             return True
         return False
 
+    def _check_paid_slots(self, reward, absent, ended) -> None:
+        """Rewards reach slots only for agents the env listed in the step, each checked as it
+        arrives; one that joins and leaves on the same step is paid with no flag to show it."""
+
     def _step(self, cont, disc):
         E, A = self.num_envs, self.max_agents
         reward = np.zeros((E, A), np.float32)

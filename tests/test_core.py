@@ -210,7 +210,8 @@ def test_a_task_paying_a_slot_that_is_not_alive_is_refused_naming_it():
     env.step({"discrete": np.zeros((2, 2, 2), np.int64)})
     env.step({"discrete": np.zeros((2, 2, 2), np.int64)})  # player 1 leaves, paid on its last step
     with pytest.raises(ValueError, match=r"LivingCost._step paid an individual reward of -0.01 "
-                       r"to slot 1 of env 0, which was not alive after 2 steps of its episode"):
+                       r"to slot 1 of env 0, where no agent was alive after 2 steps of its "
+                       r"episode, nor joined"):
         env.step({"discrete": np.zeros((2, 2, 2), np.int64)})
 
 

@@ -901,3 +901,30 @@ def test_native_vector_env_refuses_a_partial_reset_it_cannot_do():
     vec.reset(seed=0, options={})
     with pytest.raises(ValueError, match=r"options \['reset_mask'\]: this vector env takes none"):
         vec.reset(options={"reset_mask": np.array([True, False])})
+
+
+class PaidNewcomer(Reused):
+    """Slot 0 acts; slot 1 joins after one step, paid 2 on joining."""
+
+    def _reset_envs(self, idx):
+        self.alive[idx] = [True, False]
+
+    def _step(self, cont, disc):
+        joining = ~self.alive[:, 1] & (self.t == 0)
+        self.alive[joining, 1] = True
+        reward = np.zeros((self.num_envs, 2), np.float32)
+        reward[joining, 1] = 2.0
+        no = np.zeros((self.num_envs, 2), bool)
+        return reward, np.full(self.num_envs, 0.5, np.float32), no, no.copy()
+
+
+def test_an_agent_joining_gets_its_individual_reward_in_every_view():
+    """The team return counts a joiner's reward; the PettingZoo view pays it too."""
+    pz = GroupParallelEnv(PaidNewcomer)
+    pz.reset(seed=0)
+    _, rewards, _, _, infos = pz.step({"agent_0": 0})
+    assert rewards == {"agent_0": 0.5, "agent_1": 2.0}
+    assert infos["agent_1"] == {"individual_reward": 2.0, "group_reward": 0.0}
+    joint = GroupGymEnv(PaidNewcomer)
+    joint.reset(seed=0)
+    assert joint.step(joint.action_space.sample())[1] == 2.5
