@@ -152,11 +152,12 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 def env_keys(seed: int, num_envs: int) -> np.ndarray:
     """uint64 [E]: one random stream key per (seed, env index) pair.
 
-    The seed is hashed before the index is mixed in, so no two seeds below 2**64 share a key for
-    any E (splitmix64 is a bijection; a plain `seed ^ index` would make seeds 0..E-1 permutations
-    of the same E streams), while env i's key does not depend on E. Larger seeds (Gymnasium's
-    own draws are 128-bit) are folded into 64 bits, so some pairs of them, or one of them and a
-    smaller seed, do share keys, as with any 64-bit hash: unlikely by chance, easy to construct.
+    The seed is hashed before the index is mixed in, so two seeds share a stream only by
+    construction, never by pattern (a plain `seed ^ index` makes seeds 0..E-1 permutations of
+    the same E streams), while env i's key does not depend on E. Below 2**64 (splitmix64 is a
+    bijection) env i of two seeds never shares its key; a seed built as the hash inverse of
+    another's key with two indices swapped shares streams across indices, and larger seeds
+    (Gymnasium's own draws are 128-bit) are folded into 64 bits, as any 64-bit hash collides.
 
     >>> bool((env_keys(7, 3) == env_keys(7, 5)[:3]).all())  # env i's key, whatever E is
     True
@@ -352,7 +353,7 @@ class GroupEnv(ABC):
         checking, self._check_next = self._check_next, False
         reward, group_reward, terminated, truncated = self._checked(out) if checking else out
         if absent is not None and np.count_nonzero(reward) and np.count_nonzero(reward[absent]):
-            self._check_paid_slots(reward, absent, terminated | truncated)
+            self._check_paid_slots(reward, absent)
         if reward.dtype != np.float32 or group_reward.dtype != np.float32:  # as GroupStep says
             reward, group_reward = reward.astype(np.float32), group_reward.astype(np.float32)
         self._clock += 1
@@ -453,13 +454,12 @@ class GroupEnv(ABC):
                                  f"expected {'bool' if flags else 'a real number dtype'}")
         return out
 
-    def _check_paid_slots(self, reward: np.ndarray, absent: np.ndarray, ended: np.ndarray
-                          ) -> None:
-        """A slot with no agent in the step (not alive before it, and none joining in it, even
-        to end at once) earns nothing: the views and learners would disagree on it (the
-        PettingZoo view has no agent to pay, the team return would count it), so `_step`
-        paying one is a bug in the task."""
-        stray = absent & ~self.alive & ~ended & (reward != 0)
+    def _check_paid_slots(self, reward: np.ndarray, absent: np.ndarray) -> None:
+        """A slot with no agent in the step (not alive before it, and none alive in it after:
+        an agent that joins and leaves within one `_step` is never seen) earns nothing: the
+        views and learners would disagree on it (the PettingZoo view has no agent to pay, the
+        team return would count it), so `_step` paying one is a bug in the task."""
+        stray = absent & ~self.alive & (reward != 0)
         if not stray.any():
             return
         e, a = np.argwhere(stray)[0]

@@ -246,8 +246,8 @@ class GroupVectorEnv(VectorEnv):
             raise ValueError(
                 f"options {sorted(map(str, options))}: this vector env takes none; it resets "
                 f"every group (groups that end restart themselves, as autoreset_mode says), so "
-                f"a partial reset (reset_mask) needs gymnasium.make_vec(..., "
-                f"vectorization_mode='sync')")
+                f"a partial reset (reset_mask) needs Gymnasium's own vectorizers "
+                f"(gymnasium.make_vec(..., vectorization_mode='sync'))")
         if isinstance(seed, (list, tuple)) or np.ndim(seed) > 0:  # one per group: group i
             super().reset()  # plays what gymnasium.make(id).reset(seed=seed[i]) does
             step = self.core.reset(seed=list(seed))

@@ -123,7 +123,7 @@ class GroupParallelEnv(ParallelEnv):
         self._last = (step.obs, step.alive[0])
         self.agents = [a for a in self.possible_agents if step.alive[0, self._slot[a]]]
         obs = {a: self._agent_obs(step.obs, self._slot[a]) for a in self.agents}
-        infos = {a: self._info(step, self._slot[a]) for a in self.agents}
+        infos = {a: self._reset_info(step, self._slot[a]) for a in self.agents}
         self._render.start()
         return obs, infos
 
@@ -165,8 +165,11 @@ class GroupParallelEnv(ParallelEnv):
         view = step.final_obs if ended else step.obs
         individual, group = step.reward[0].tolist(), float(step.group_reward[0])
         after = step.alive[0].tolist()
-        if after != before and not ended:
-            self._check_no_return(before, after)
+        # the slots in the episode after this step; once it has ended (and the core has
+        # started the next), those this step ended, joiners cut off as they came included
+        now = (step.terminated[0] | step.truncated[0]).tolist() if ended else after
+        if now != before:
+            self._check_no_return(before, now)
         if absorb:
             truncated = bool(step.group_truncated[0])
             terms = dict.fromkeys(agents, ended and not truncated)
@@ -200,14 +203,19 @@ class GroupParallelEnv(ParallelEnv):
                 if mask is not None:  # its action is ignored: any will do
                     infos[a]["action_mask"] = agent_mask(self.spec, np.ones(mask.shape[-1],
                                                                             bool))
-        # agents that joined on this step (tasks that spawn agents): reported from now on
-        joined = [] if ended or after == before else [
-            a for a, on, was in zip(self.possible_agents, after, before, strict=True)
-            if on and not was and a not in obs]
+        # agents that joined on this step (tasks that spawn agents): reported from now on, or
+        # only now when the episode ends on this step (cut off as they came)
+        joined = [a for a, on, was in zip(self.possible_agents, now, before, strict=True)
+                  if on and not was and a not in obs]
         for a in joined:  # its individual reward on joining; the group's goes to those who acted
-            obs[a] = self._agent_obs(view, slot[a])
-            rewards[a], terms[a], truncs[a] = individual[slot[a]], False, False
-            infos[a] = {"individual_reward": individual[slot[a]], "group_reward": 0.0}
+            i = slot[a]
+            obs[a] = self._agent_obs(view, i)
+            rewards[a] = individual[i]
+            if absorb:
+                terms[a], truncs[a] = ended and not truncated, truncated
+            else:
+                terms[a], truncs[a] = term[i], trunc[i]
+            infos[a] = {"individual_reward": individual[i], "group_reward": 0.0}
             if mask is not None:
                 infos[a]["action_mask"] = agent_mask(self.spec, mask[0, slot[a]])
         if ended:
@@ -268,9 +276,10 @@ class GroupParallelEnv(ParallelEnv):
             return np.full(self.spec.obs[0].shape, self.spec.obs[0].blank, self.spec.obs[0].dtype)
         return {o.name: np.full(o.shape, o.blank, o.dtype) for _, o in self._components}
 
-    def _info(self, step, i):
-        info = {"individual_reward": float(step.reward[0, i]),
-                "group_reward": float(step.group_reward[0])}
+    def _reset_info(self, step, i):
+        """No reward yet (`step` may be the last step of the episode before, whose core call
+        started this one), and the first step's legal moves."""
+        info = {"individual_reward": 0.0, "group_reward": 0.0}
         if step.action_mask is not None:
             info["action_mask"] = agent_mask(self.spec, step.action_mask[0, i])
         return info

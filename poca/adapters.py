@@ -432,7 +432,7 @@ class ParallelEnvGroup(GroupEnv):
             return True
         return False
 
-    def _check_paid_slots(self, reward, absent, ended) -> None:
+    def _check_paid_slots(self, reward, absent) -> None:
         """Rewards reach slots only for agents the env listed in the step, each checked as it
         arrives; one that joins and leaves on the same step is paid with no flag to show it."""
 
@@ -980,8 +980,8 @@ def checked(env: GroupEnv) -> GroupEnv:
                 fail(call, e, None if field == "group_reward" else a,
                      f"{field} is NaN/inf or beyond float32's range")
         alive, done = np.asarray(out.alive, bool), np.asarray(out.group_done, bool)
-        paid = (np.asarray(out.reward) != 0) & ~acting
-        if paid.any():
+        paid = (np.asarray(out.reward) != 0) & ~acting & ~alive & ~ended
+        if paid.any():  # neither before the step, nor joining in it
             e, a = np.argwhere(paid)[0]
             fail(call, e, a, f"reward {out.reward[e, a]} paid to an agent that was not in the "
                              "episode (it would be lost); pay it while the agent is alive")

@@ -156,8 +156,9 @@ def _merged(old, new):
 
 
 def _leaves(key: str, value):
-    """(dotted name, value) of each setting that `{key: value}` sets: a mapping by its keys."""
-    if isinstance(value, dict) and value:
+    """(dotted name, value) of each setting that `{key: value}` sets: a mapping by its keys
+    (an empty one sets nothing)."""
+    if isinstance(value, dict):
         for sub, inner in value.items():
             yield from _leaves(f"{key}.{sub}", inner)
     else:
@@ -290,6 +291,14 @@ class POCAConfig:
                                      f"{leaf_value!r}), as a section's mapping and a dotted key: "
                                      f"give it once")
                 given[name] = leaf_value
+        for inner in given:  # a setting given whole and one inside it
+            parts = inner.split(".")
+            outer = next((".".join(parts[:k]) for k in range(1, len(parts))
+                          if ".".join(parts[:k]) in given), None)
+            if outer is not None:
+                raise ValueError(f"{outer} is given as {given[outer]!r} and {inner} as "
+                                 f"{given[inner]!r}: which applies would depend on their order; "
+                                 f"give {outer} as a mapping, or its settings one by one")
         for key, value in dotted.items():
             *parents, leaf = key.split(".")
             node = data

@@ -215,6 +215,28 @@ def test_a_task_paying_a_slot_that_is_not_alive_is_refused_naming_it():
         env.step({"discrete": np.zeros((2, 2, 2), np.int64)})
 
 
+class FleetingPaid(Turns):
+    """Turns where slot 1, once empty, gets an agent that joins and leaves within one step,
+    paid 1: no view could show it."""
+
+    def _step(self, cont, disc):
+        _, group, terminated, truncated = super()._step(cont, disc)
+        reward = np.zeros((self.num_envs, 2), np.float32)
+        reward[self.t == 2, 1] = 1.0
+        terminated[self.t == 2, 1] = True
+        return reward, group, terminated, truncated
+
+
+def test_a_reward_to_an_agent_that_joins_and_leaves_within_a_step_is_refused():
+    env = FleetingPaid()
+    env.reset(seed=0)
+    noop = {"discrete": np.zeros((2, 2, 2), np.int64)}
+    env.step(noop)
+    env.step(noop)
+    with pytest.raises(ValueError, match="paid an individual reward of 1 to slot 1 of env 0"):
+        env.step(noop)
+
+
 def test_actions_the_mask_forbids_are_refused_naming_env_agent_and_step():
     env = Turns()
     first = env.reset(seed=0)

@@ -768,6 +768,7 @@ def broken_goal(num_envs, how="no agents at reset", after=3):
                 out.truncated[1, 1] = True
                 out.final_obs[0][1, 1] = np.nan
         if count[0] == after + 1 and how == "reward to a slot not alive":
+            out.alive[1, 1] = False  # ...stays gone (alive again would be joining)...
             out.reward[1, 1] = 0.5  # ...and is paid at the step after it left
         return out
 
@@ -808,6 +809,16 @@ def test_a_group_env_paying_an_agent_not_in_the_episode_is_refused():
                                          r"that was not in the episode"):
         for _ in range(5):
             env.step(noop)
+
+
+def test_a_checked_group_env_may_pay_an_agent_on_the_step_it_joins():
+    """As the core and both views do; only a slot with no agent in the step is refused."""
+    from tests.test_views import PaidNewcomer
+
+    env = checked(PaidNewcomer(num_envs=2))
+    env.reset(seed=0)
+    step = env.step({"discrete": np.zeros((2, 2, 1), np.int64)})
+    assert step.reward.tolist() == [[0.0, 2.0], [0.0, 2.0]]
 
 
 def test_trainer_on_an_unchecked_env_stops_at_a_non_finite_reward(tmp_path):

@@ -378,6 +378,12 @@ def test_a_setting_in_a_section_mapping_and_as_a_dotted_key_is_an_error():
                                              r"gamma) is given twice \((0.1 and 0.3|0.3 and "
                                              r"0.1)\), as a section's mapping and a dotted key"):
             POCAConfig.of(given)
+    for given in ({"network_settings": {"memory": None},
+                   "network_settings.memory.memory_size": 64},
+                  {"network_settings.memory.memory_size": 64, "network_settings.memory": None}):
+        with pytest.raises(ValueError, match=r"network_settings.memory is given as None and "
+                                             r"network_settings.memory.memory_size as 64"):
+            POCAConfig.of(given)
     both = POCAConfig.of({"hyperparameters": {"beta": 0.1}, "hyperparameters.lambd": 0.9})
     assert (both.hyperparameters.beta, both.hyperparameters.lambd) == (0.1, 0.9)
 

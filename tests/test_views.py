@@ -893,6 +893,13 @@ def test_pettingzoo_reset_without_a_seed_plays_the_next_episode_as_the_gymnasium
     for joint, own in zip(firsts["gymnasium"], firsts["pettingzoo"], strict=True):
         np.testing.assert_array_equal(joint, own)
     assert len({o.tobytes() for o in firsts["pettingzoo"]}) > 1
+    env = GroupParallelEnv("PushBlock-v0", max_steps=2)  # a time penalty every step
+    env.reset(seed=0)
+    for _ in range(2):
+        _, rewards, *_ = env.step({a: 0 for a in env.agents})
+    assert all(r != 0 for r in rewards.values())
+    _, infos = env.reset()  # nothing earned yet: not the last step's rewards
+    assert {(i["individual_reward"], i["group_reward"]) for i in infos.values()} == {(0.0, 0.0)}
 
 
 def test_native_vector_env_refuses_a_partial_reset_it_cannot_do():
@@ -918,13 +925,18 @@ class PaidNewcomer(Reused):
         return reward, np.full(self.num_envs, 0.5, np.float32), no, no.copy()
 
 
-def test_an_agent_joining_gets_its_individual_reward_in_every_view():
-    """The team return counts a joiner's reward; the PettingZoo view pays it too."""
-    pz = GroupParallelEnv(PaidNewcomer)
+@pytest.mark.parametrize("death_mode", ["remove", "absorb"])
+@pytest.mark.parametrize("max_steps", [6, 1])
+def test_an_agent_joining_gets_its_individual_reward_in_every_view(max_steps, death_mode):
+    """The team return counts a joiner's reward; the PettingZoo view pays it too, also to one
+    that joins on the episode's last step (reported once, truncated with the others)."""
+    pz = GroupParallelEnv(PaidNewcomer, max_steps=max_steps, death_mode=death_mode)
     pz.reset(seed=0)
-    _, rewards, _, _, infos = pz.step({"agent_0": 0})
+    _, rewards, terms, truncs, infos = pz.step({"agent_0": 0})
     assert rewards == {"agent_0": 0.5, "agent_1": 2.0}
     assert infos["agent_1"] == {"individual_reward": 2.0, "group_reward": 0.0}
-    joint = GroupGymEnv(PaidNewcomer)
+    assert truncs == dict.fromkeys(rewards, max_steps == 1) and not any(terms.values())
+    assert pz.agents == ([] if max_steps == 1 else ["agent_0", "agent_1"])
+    joint = GroupGymEnv(PaidNewcomer, max_steps=max_steps)
     joint.reset(seed=0)
     assert joint.step(joint.action_space.sample())[1] == 2.5
