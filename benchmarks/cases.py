@@ -92,8 +92,10 @@ CASES = [
     Case("probe-hidden-headcount", "benchmarks.probes:HiddenHeadcount", preset="goal",
          budget=30_000, overrides=PROBE),
     # the MA-POCA paper's tasks (grid versions)
+    # learning rate 1e-3, not the preset's 3e-3: at 3e-3, 3 seeds of 19 settled on winning in
+    # two of the layout's four turns only (poca/configs/grid.yaml); 8 of 8 pass at 1e-3
     Case("paper-dungeon-escape", "DungeonEscape-v0", preset="grid", budget=300_000,
-         beats_independent=True),
+         overrides={"hyperparameters.learning_rate": 1e-3}, beats_independent=True),
     Case("paper-baton-pass", "BatonPass-v0", preset="grid", budget=200_000, threshold=3.5,
          beats_independent=True),
     Case("paper-push-block", "PushBlock-v0", preset="grid", budget=3_000_000, threshold=4.0,
