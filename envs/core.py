@@ -152,12 +152,12 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 def env_keys(seed: int, num_envs: int) -> np.ndarray:
     """uint64 [E]: one random stream key per (seed, env index) pair.
 
-    The seed is hashed before the index is mixed in, so two seeds share a stream only by
+    The seed is hashed before the index is mixed in, so two seeds share streams only by
     construction, never by pattern (a plain `seed ^ index` makes seeds 0..E-1 permutations of
     the same E streams), while env i's key does not depend on E. Below 2**64 (splitmix64 is a
-    bijection) env i of two seeds never shares its key; a seed built as the hash inverse of
-    another's key with two indices swapped shares streams across indices, and larger seeds
-    (Gymnasium's own draws are 128-bit) are folded into 64 bits, as any 64-bit hash collides.
+    bijection) env i of two seeds never shares its key, but a seed built so that its hash is
+    another's XOR d plays that seed's streams with indices XOR d; larger seeds (Gymnasium's own
+    draws are 128-bit) are folded into 64 bits, where any 64-bit hash collides.
 
     >>> bool((env_keys(7, 3) == env_keys(7, 5)[:3]).all())  # env i's key, whatever E is
     True

@@ -165,11 +165,8 @@ class GroupParallelEnv(ParallelEnv):
         view = step.final_obs if ended else step.obs
         individual, group = step.reward[0].tolist(), float(step.group_reward[0])
         after = step.alive[0].tolist()
-        # the slots in the episode after this step; once it has ended (and the core has
-        # started the next), those this step ended, joiners cut off as they came included
-        now = (step.terminated[0] | step.truncated[0]).tolist() if ended else after
-        if now != before:
-            self._check_no_return(before, now)
+        if after != before and not ended:
+            self._check_no_return(before, after)
         if absorb:
             truncated = bool(step.group_truncated[0])
             terms = dict.fromkeys(agents, ended and not truncated)
@@ -203,18 +200,16 @@ class GroupParallelEnv(ParallelEnv):
                 if mask is not None:  # its action is ignored: any will do
                     infos[a]["action_mask"] = agent_mask(self.spec, np.ones(mask.shape[-1],
                                                                             bool))
-        # agents that joined on this step (tasks that spawn agents): reported from now on, or
-        # only now when the episode ends on this step (cut off as they came)
-        joined = [a for a, on, was in zip(self.possible_agents, now, before, strict=True)
-                  if on and not was and a not in obs]
+        # agents that joined on this step (tasks that spawn agents): reported from now on. One
+        # joining on the episode's last step is not: PettingZoo's tools cannot take an agent
+        # that appears already ended (its AEC conversion fails on it).
+        joined = [] if ended or after == before else [
+            a for a, on, was in zip(self.possible_agents, after, before, strict=True)
+            if on and not was and a not in obs]
         for a in joined:  # its individual reward on joining; the group's goes to those who acted
             i = slot[a]
             obs[a] = self._agent_obs(view, i)
-            rewards[a] = individual[i]
-            if absorb:
-                terms[a], truncs[a] = ended and not truncated, truncated
-            else:
-                terms[a], truncs[a] = term[i], trunc[i]
+            rewards[a], terms[a], truncs[a] = individual[i], False, False
             infos[a] = {"individual_reward": individual[i], "group_reward": 0.0}
             if mask is not None:
                 infos[a]["action_mask"] = agent_mask(self.spec, mask[0, slot[a]])

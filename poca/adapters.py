@@ -980,7 +980,9 @@ def checked(env: GroupEnv) -> GroupEnv:
                 fail(call, e, None if field == "group_reward" else a,
                      f"{field} is NaN/inf or beyond float32's range")
         alive, done = np.asarray(out.alive, bool), np.asarray(out.group_done, bool)
-        paid = (np.asarray(out.reward) != 0) & ~acting & ~alive & ~ended
+        # in the step: alive after it, or (a group that ended, now reset) ended by it
+        in_step = np.where(done[:, None], ended, alive)
+        paid = (np.asarray(out.reward) != 0) & ~acting & ~in_step
         if paid.any():  # neither before the step, nor joining in it
             e, a = np.argwhere(paid)[0]
             fail(call, e, a, f"reward {out.reward[e, a]} paid to an agent that was not in the "

@@ -157,8 +157,8 @@ def _merged(old, new):
 
 def _leaves(key: str, value):
     """(dotted name, value) of each setting that `{key: value}` sets: a mapping by its keys
-    (an empty one sets nothing)."""
-    if isinstance(value, dict):
+    (an empty one as itself: it merges nothing, but a dotted key beside it is given twice)."""
+    if isinstance(value, dict) and value:
         for sub, inner in value.items():
             yield from _leaves(f"{key}.{sub}", inner)
     else:
@@ -294,7 +294,8 @@ class POCAConfig:
         for inner in given:  # a setting given whole and one inside it
             parts = inner.split(".")
             outer = next((".".join(parts[:k]) for k in range(1, len(parts))
-                          if ".".join(parts[:k]) in given), None)
+                          if ".".join(parts[:k]) in given
+                          and not isinstance(given[".".join(parts[:k])], dict)), None)
             if outer is not None:
                 raise ValueError(f"{outer} is given as {given[outer]!r} and {inner} as "
                                  f"{given[inner]!r}: which applies would depend on their order; "

@@ -378,6 +378,10 @@ def test_a_setting_in_a_section_mapping_and_as_a_dotted_key_is_an_error():
                                              r"gamma) is given twice \((0.1 and 0.3|0.3 and "
                                              r"0.1)\), as a section's mapping and a dotted key"):
             POCAConfig.of(given)
+    for key_order in ({"network_settings.memory": None, "network_settings": {"memory": {}}},
+                      {"network_settings": {"memory": {}}, "network_settings.memory": None}):
+        with pytest.raises(ValueError, match="network_settings.memory is given twice"):
+            POCAConfig.of(key_order)  # an empty mapping beside null: memory on or off by order
     for given in ({"network_settings": {"memory": None},
                    "network_settings.memory.memory_size": 64},
                   {"network_settings.memory.memory_size": 64, "network_settings.memory": None}):
