@@ -4,7 +4,9 @@ Agents are `agent_0 .. agent_{A-1}`. An agent that ends is reported once, in the
 (its final observation, its reward, `terminated` or `truncated`), and then leaves `agents` for good;
 actions later sent for it are ignored, and `step({})` once every agent has left returns empty dicts.
 An agent that joins mid-episode (Baton Pass) enters `agents` in the step it appears, with its first
-observation and the individual reward the task paid it on joining (0 in this package's tasks).
+observation and the individual reward the task paid it on joining (0 in this package's tasks);
+one that appears on the episode's last step is not reported (PettingZoo's tools cannot take an
+agent that appears already ended).
 Each agent's reward is its individual reward plus the group reward; `infos[agent]` holds both parts.
 `death_mode="absorb"` instead keeps ended agents in `agents` with blank observations (0, or the
 bound nearest to 0) and zero rewards until the whole group ends, for libraries that need a fixed

@@ -811,6 +811,44 @@ def test_a_group_env_paying_an_agent_not_in_the_episode_is_refused():
             env.step(noop)
 
 
+class PaysTheGoneAtTheEnd(GroupEnv):
+    """Agent 1 leaves on the first step; on the last (the time limit, step 3) a `step` of its
+    own pays it 0.5, while the next episode, already started, has it alive again."""
+
+    def __init__(self, num_envs=2):
+        super().__init__(GroupSpec(2, (ObsSpec("v", "vector", (2,)),), 0, (2,), 3), num_envs)
+
+    def _reset_envs(self, idx):
+        self.alive[idx] = True
+
+    def _step(self, cont, disc):
+        leave = np.zeros_like(self.alive)
+        leave[:, 1] = self.alive[:, 1] & (self.t == 0)
+        self.alive &= ~leave
+        return (np.zeros(self.alive.shape, np.float32), np.zeros(self.num_envs, np.float32),
+                leave, np.zeros_like(leave))
+
+    def _observe(self, rows=slice(None)):
+        return (np.zeros((self.env_ids[rows].size, 2, 2), np.float32),)
+
+    def step(self, actions):
+        out = super().step(actions)
+        out.reward[out.group_done, 1] = 0.5
+        return out
+
+
+def test_a_checked_group_env_paying_the_gone_on_the_last_step_is_refused():
+    """The alive mask of a group that ended shows its next episode, not who was in the step."""
+    env = checked(PaysTheGoneAtTheEnd())
+    env.reset(seed=0)
+    noop = {"discrete": np.zeros((2, 2, 1), np.int64)}
+    env.step(noop)
+    env.step(noop)
+    with pytest.raises(ValueError, match=r"step\(\): env 0, agent 1: reward 0.5 paid to an "
+                                         r"agent that was not in the episode"):
+        env.step(noop)
+
+
 def test_a_checked_group_env_may_pay_an_agent_on_the_step_it_joins():
     """As the core and both views do; only a slot with no agent in the step is refused."""
     from tests.test_views import PaidNewcomer
