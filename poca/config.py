@@ -291,15 +291,14 @@ class POCAConfig:
                                      f"{leaf_value!r}), as a section's mapping and a dotted key: "
                                      f"give it once")
                 given[name] = leaf_value
-        for inner in given:  # a setting given whole and one inside it
+        for inner in given:  # a setting given whole (not a mapping to merge) and one inside it
             parts = inner.split(".")
-            outer = next((".".join(parts[:k]) for k in range(1, len(parts))
-                          if ".".join(parts[:k]) in given
-                          and not isinstance(given[".".join(parts[:k])], dict)), None)
-            if outer is not None:
-                raise ValueError(f"{outer} is given as {given[outer]!r} and {inner} as "
-                                 f"{given[inner]!r}: which applies would depend on their order; "
-                                 f"give {outer} as a mapping, or its settings one by one")
+            for outer in (".".join(parts[:k]) for k in range(1, len(parts))):
+                if outer in given and not isinstance(given[outer], dict):
+                        raise ValueError(f"{outer} is given as {given[outer]!r} and {inner} as "
+                                     f"{given[inner]!r}: which applies would depend on their "
+                                     f"order; give {outer} as a mapping, or its settings one by "
+                                     f"one")
         for key, value in dotted.items():
             *parents, leaf = key.split(".")
             node = data

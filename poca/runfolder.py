@@ -160,8 +160,13 @@ def _lock(handle, run_dir: Path) -> None:
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        handle.seek(0)
-        raise _in_use(run_dir, handle.read().strip() or "?") from None
+        raise _in_use(run_dir, _pid_in(handle)) from None
+
+
+def _pid_in(handle) -> str:
+    """The pid the holding process wrote in the lock file ("?" before it has written it)."""
+    handle.seek(0)
+    return handle.read().strip() or "?"
 
 
 def _in_use(run_dir: Path, pid: str) -> RunFolderError:
@@ -177,7 +182,7 @@ def _holder(run_dir: Path) -> str | None:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
-            return handle.read().strip() or "?"
+            return _pid_in(handle)
     return None  # closing the file released the lock just taken
 
 
