@@ -253,11 +253,15 @@ class GroupVectorEnv(VectorEnv):
             step = self.core.reset(seed=list(seed))
         else:  # group i draws its episodes from (seed, i), whatever num_envs is
             super().reset(seed=seed)
+            if seed is None:  # a group that ended on the last step (NEXT_STEP) plays the episode
+                # the core already started for it, as gymnasium.make(id).reset() does after an
+                # end (and so the sync vectorizer); the others their next
+                self.core.episode[self._restart] -= 1
             step = self.core.reset(seed=_reported_seed(self, seed))
         self._restart[:] = False
         self._elapsed[:] = 0
         return self._obs(step.obs, step.alive), self._with_mask(self._infos(
-            np.zeros(self.num_envs, np.float32), np.zeros((self.num_envs,
+            np.zeros(self.num_envs), np.zeros((self.num_envs,
                                                            self.core.spec.num_agents),
                                               np.float32)))
 
@@ -284,14 +288,16 @@ class GroupVectorEnv(VectorEnv):
                 actions["discrete"][restart] = first_allowed(core._legal[restart],
                                                              spec.discrete_branches)
         step = core.step(actions)
-        reward = step.group_reward + step.reward.sum(axis=1)
+        # float64 as Gymnasium's vectorizers give rewards (the values are float32's)
+        group_reward = step.group_reward.astype(np.float64)
+        reward = (step.group_reward + step.reward.sum(axis=1)).astype(np.float64)
         truncated = step.group_truncated
         terminated = step.group_done & ~truncated
         self._elapsed += 1
         if self._limit:
             truncated |= step.group_done & (self._elapsed >= self._limit)
         self._elapsed[step.group_done | self._restart] = 0
-        infos = self._infos(step.group_reward, step.reward)
+        infos = self._infos(group_reward, step.reward)
         if self.autoreset_mode == AutoresetMode.SAME_STEP:
             obs = self._obs(step.obs, step.alive, _shown(step, final=False))
             done = step.group_done
@@ -309,7 +315,7 @@ class GroupVectorEnv(VectorEnv):
                                        if not k.startswith("_") else done.copy()
                                        for k, v in infos.items() if k != "final_obs"}
                 infos["_final_obs"] = infos["_final_info"] = done.copy()
-                infos["group_reward"] = np.where(done, 0, step.group_reward)
+                infos["group_reward"] = np.where(done, 0, group_reward)
                 infos["individual_reward"] = np.where(done[:, None], 0, step.reward)
                 return obs, reward, terminated, truncated, infos
             return obs, reward, terminated, truncated, self._with_mask(infos)
@@ -324,7 +330,7 @@ class GroupVectorEnv(VectorEnv):
                     obs[k][restart] = fresh[k]
             else:
                 obs[restart] = fresh
-            for arr in (reward, terminated, truncated, step.group_reward, step.reward):
+            for arr in (reward, terminated, truncated, group_reward, step.reward):
                 arr[restart] = 0
         self._restart = step.group_done.copy()
         self._restart[restart] = False

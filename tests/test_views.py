@@ -492,36 +492,49 @@ def _assert_same_infos(native, sync, where):
                         np.testing.assert_array_equal(a, b, err_msg=f"{where} {key}")
         else:
             np.testing.assert_array_equal(native[key], value, err_msg=f"{where} {key}")
+            assert native[key].dtype == value.dtype, f"{where} {key}: dtype"
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
 @pytest.mark.parametrize("task", ["Goal-v0", "flat", Picky])
-def test_native_make_vec_infos_are_those_of_gymnasiums_sync_vectorizer(task, mode):
-    """Env 0 plays the same episodes in both, so every info (final_obs and final_info of
-    SAME_STEP included, in Gymnasium's layout) must match, value for value."""
+def test_native_make_vec_plays_and_reports_what_gymnasiums_sync_vectorizer_does(task, mode):
+    """Two envs, one seed each, play the same episodes in both, also across unseeded resets
+    right after an end (a group that ended plays the episode the core already started, as
+    gymnasium.make's reset does) and mid-episode, so every observation, reward, flag and info
+    (final_obs and final_info of SAME_STEP included, in Gymnasium's layout) must match, value
+    and dtype."""
     from envs.gymnasium import GroupGymEnv, GroupVectorEnv
 
     kwargs = {"flat": True, "task": "Goal-v0"} if task == "flat" else {"task": task}
     kwargs["max_steps"] = 4  # many time limits, and Goal's own ends
-    native = GroupVectorEnv(num_envs=1, autoreset_mode=mode, **kwargs)
-    sync = gymnasium.vector.SyncVectorEnv([lambda: GroupGymEnv(**kwargs)], autoreset_mode=mode)
-    _assert_same_infos(native.reset(seed=3)[1], sync.reset(seed=3)[1], "reset")
+    native = GroupVectorEnv(num_envs=2, autoreset_mode=mode, **kwargs)
+    sync = gymnasium.vector.SyncVectorEnv([lambda: GroupGymEnv(**kwargs)] * 2,
+                                          autoreset_mode=mode)
+
+    def same(native_out, sync_out, where):
+        for a, b in zip(native_out, sync_out, strict=True):
+            if isinstance(b, dict):
+                _assert_same_infos(a, b, where)
+            else:
+                np.testing.assert_array_equal(a, b, err_msg=where)
+                assert a.dtype == b.dtype, f"{where}: dtype"
+
+    same(native.reset(seed=[3, 4]), sync.reset(seed=[3, 4]), "reset")
     rng = np.random.default_rng(0)
-    finals = 0
-    for t in range(40):
+    finals = ends = resets = 0
+    for t in range(60):
         action = sync.action_space.sample()
         if task is Picky:
-            action = np.stack([rng.integers(1, 3, (1, 2)), rng.integers(0, 2, (1, 2))], -1)
-        *out_native, info_native = native.step(action)
-        *out_sync, info_sync = sync.step(action)
-        for a, b in zip(out_native, out_sync, strict=True):
-            if isinstance(b, dict):
-                _assert_same_infos(a, b, f"step {t} obs")
-            else:
-                np.testing.assert_array_equal(a, b, err_msg=f"step {t}")
-        _assert_same_infos(info_native, info_sync, f"step {t}")
-        finals += "final_obs" in info_sync
-    assert finals >= 5 or mode == AutoresetMode.NEXT_STEP
+            action = np.stack([rng.integers(1, 3, (2, 2)), rng.integers(0, 2, (2, 2))], -1)
+        out_native, out_sync = native.step(action), sync.step(action)
+        same(out_native, out_sync, f"step {t}")
+        finals += "final_obs" in out_sync[-1]
+        ended = out_sync[2] | out_sync[3]
+        ends += ended.any()
+        if (ended.any() and ends % 2) or t == 30:  # after every other end, and mid-episode
+            same(native.reset(), sync.reset(), f"reset after step {t}")
+            resets += 1
+    assert resets >= 4 and (finals >= 5 or mode == AutoresetMode.NEXT_STEP)
 
 
 def test_make_vec_takes_a_time_limit_as_make_does():
@@ -667,7 +680,7 @@ def test_gymnasium_joint_action_of_the_wrong_shape_names_the_spaces_shape():
     vec = gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2)
     _, infos = vec.reset(seed=0)
     assert infos["group_reward"].dtype == vec.step(vec.action_space.sample())[4][
-        "group_reward"].dtype == np.float32
+        "group_reward"].dtype == np.float64  # as sync
 
 
 class Leaver(GroupEnv):
