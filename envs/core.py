@@ -355,7 +355,10 @@ class GroupEnv(ABC):
         if absent is not None and np.count_nonzero(reward) and np.count_nonzero(reward[absent]):
             self._check_paid_slots(reward, absent)
         if reward.dtype != np.float32 or group_reward.dtype != np.float32:  # as GroupStep says
-            reward, group_reward = reward.astype(np.float32), group_reward.astype(np.float32)
+            with np.errstate(over="ignore"):  # a value past float32's range: refused just below
+                reward, group_reward = reward.astype(np.float32), group_reward.astype(np.float32)
+        if not (np.isfinite(reward).all() and np.isfinite(group_reward).all()):
+            self._refuse_rewards_not_finite(reward, group_reward)
         self._clock += 1
         timed_out = self._clock >= self._deadline
         if timed_out:
@@ -468,6 +471,21 @@ class GroupEnv(ABC):
                          f"after {self.t[e]} steps of its episode, nor joined; only the agents "
                          f"in a step earn in it (multiply by self.alive before updating it, or "
                          f"pay the group through group_reward)")
+
+    def _refuse_rewards_not_finite(self, reward: np.ndarray, group_reward: np.ndarray) -> None:
+        """Rewards are finite float32 numbers: a NaN, or a value past float32's range (a cost
+        setting of 1e39, say), would reach every view and learner as NaN or inf."""
+        for name, values in (("an individual reward", reward), ("a group reward", group_reward)):
+            bad = np.argwhere(~np.isfinite(values))
+            if len(bad):
+                where = bad[0]
+                e = where[0]
+                slot = f", slot {where[1]}" if len(where) > 1 else ""
+                raise ValueError(f"{type(self).__name__}._step gave {name} of "
+                                 f"{values[tuple(where)]} in env {e}{slot} on step "
+                                 f"{int(self.t[e]) + 1} of its episode; rewards must be finite "
+                                 f"as float32 (at most {np.finfo(np.float32).max:.3g} in size): "
+                                 f"a reward or cost setting too large?")
 
     def _check_open(self) -> None:
         if self._closed:

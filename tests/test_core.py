@@ -1,5 +1,7 @@
 """The batched contract: seeding, auto-reset, and clear errors for bad input."""
 
+import re
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -235,6 +237,44 @@ def test_a_reward_to_an_agent_that_joins_and_leaves_within_a_step_is_refused():
     env.step(noop)
     with pytest.raises(ValueError, match="paid an individual reward of 1 to slot 1 of env 0"):
         env.step(noop)
+
+
+class Paying(Turns):
+    """Turns paying what it is given: `individual` to slot 0 of env 1 and `group` to env 1, on
+    the episode's second step (float64, as a task computing in Python floats would)."""
+
+    def __init__(self, individual=0.0, group=0.0):
+        super().__init__()
+        self.individual, self.group = individual, group
+
+    def _step(self, cont, disc):
+        second = self.t == 1
+        _, _, terminated, truncated = super()._step(cont, disc)
+        reward = np.zeros((self.num_envs, 2))
+        reward[1, 0] = self.individual if second[1] else 0.0
+        return reward, np.where(second, self.group, 0.0), terminated, truncated
+
+
+@pytest.mark.parametrize("individual, group, what", [
+    (np.nan, 0.0, "an individual reward of nan in env 1, slot 0 on step 2"),
+    (-1e39, 0.0, "an individual reward of -inf in env 1, slot 0 on step 2"),  # float32 overflow
+    (0.0, np.inf, "a group reward of inf in env 0 on step 2")])
+def test_rewards_that_are_not_finite_in_float32_are_refused_naming_env_slot_and_step(
+        individual, group, what):
+    env = Paying(individual, group)
+    env.reset(seed=0)
+    noop = {"discrete": np.zeros((2, 2, 2), np.int64)}
+    env.step(noop)
+    with pytest.raises(ValueError, match=re.escape(f"Paying._step gave {what} of its episode")):
+        env.step(noop)
+
+
+def test_finite_rewards_whose_sum_overflows_float32_are_accepted():
+    env = Paying(3e38, 3e38)
+    env.reset(seed=0)
+    env.step({"discrete": np.zeros((2, 2, 2), np.int64)})
+    step = env.step({"discrete": np.zeros((2, 2, 2), np.int64)})
+    assert step.reward[1, 0] == np.float32(3e38) and (step.group_reward == np.float32(3e38)).all()
 
 
 def test_actions_the_mask_forbids_are_refused_naming_env_agent_and_step():
