@@ -47,6 +47,13 @@ def _task(task: str) -> tuple[type[GroupEnv], dict]:
 def make_group(task: str | type[GroupEnv], num_envs: int = 1, **kwargs) -> GroupEnv:
     """The batched core of `task` ("Goal-v0" or "groupenvs/Goal-v0", or a `GroupEnv` subclass of
     your own, so that the views wrap it too) stepping `num_envs` groups."""
+    return _make_core(task, num_envs, kwargs)
+
+
+def _make_core(task, num_envs: int, kwargs: dict, view_args: tuple[str, ...] = (),
+               one_group: bool = False, hint: str = "") -> GroupEnv:
+    """make_group for a view: an unknown argument's error lists the view's own arguments too
+    (see `check_kwargs`)."""
     if isinstance(task, type) and issubclass(task, GroupEnv):
         cls, variant = task, {}
     elif isinstance(task, str):
@@ -54,7 +61,7 @@ def make_group(task: str | type[GroupEnv], num_envs: int = 1, **kwargs) -> Group
     else:
         raise TypeError(f"task must be a registered task's name or a GroupEnv subclass, got "
                         f"{task!r:.80}")
-    check_kwargs(cls, kwargs)
+    check_kwargs(cls, kwargs, view_args, one_group, hint)
     return cls(num_envs=num_envs, **{**variant, **kwargs})
 
 

@@ -200,12 +200,17 @@ def agent_any(mask: np.ndarray) -> np.ndarray:
 # --- argument checking shared by every task ---------------------------------------------------
 
 
-def check_kwargs(cls: type, kwargs: dict) -> None:
-    """Fail on constructor arguments `cls` does not take, listing the ones it does."""
-    valid = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
-    unknown = sorted(set(kwargs) - set(valid))
+def check_kwargs(cls: type, kwargs: dict, view_args: tuple[str, ...] = (),
+                 one_group: bool = False, hint: str = "") -> None:
+    """Fail on constructor arguments `cls` does not take, listing the ones the caller can give:
+    a view's own (`view_args`, already taken out of `kwargs`) and the task's (without
+    `num_envs` for a view of `one_group`)."""
+    task_args = [p for p in inspect.signature(cls.__init__).parameters
+                 if p != "self" and not (one_group and p == "num_envs")]
+    unknown = sorted(set(kwargs) - set(task_args))
     if unknown:
-        raise TypeError(f"{cls.__name__} got unknown argument(s) {unknown}; valid: {valid}")
+        raise TypeError(f"{cls.__name__} got unknown argument(s) {unknown}; valid: "
+                        f"{[*view_args, *task_args]}{hint}")
 
 
 def check_int(name: str, value, low: int, high: int | None = None) -> int:

@@ -90,7 +90,11 @@ class GroupGymEnv(gymnasium.Env):
                                f"'groupenvs/{task.removeprefix('groupenvs/')}', num_envs=...)"
                                if isinstance(task, str) else "groups stepped at once use "
                                f"GroupVectorEnv({task.__name__}, num_envs=...)"))
-        self.core = envs.make_group(task, num_envs=1, **kwargs)
+        self.core = envs._make_core(
+            task, 1, kwargs, ("render_mode", "flat"), one_group=True,
+            hint="" if "autoreset_mode" not in kwargs else (
+                "; autoreset_mode is an argument of make_vec's native VectorEnv: for "
+                "vectorization_mode='sync' or 'async' give it in vector_kwargs"))
         self.render_mode = render_mode
         self.flat = check_bool("flat", flat)
         self._render = EpisodeRenderer(self.core, render_mode, self.metadata["render_fps"])
@@ -223,7 +227,8 @@ class GroupVectorEnv(VectorEnv):
                              "gymnasium.make(..., render_mode=...)")
         self.autoreset_mode = _autoreset_mode(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
-        self.core = envs.make_group(task, num_envs=num_envs, **kwargs)
+        self.core = envs._make_core(task, num_envs, kwargs, ("render_mode", "flat",
+                                                             "autoreset_mode", "max_episode_steps"))
         if max_episode_steps is not None:  # the core enforces its spec's limit (from reset on)
             limit = min(check_int("max_episode_steps", max_episode_steps, 1),
                         self.core.spec.max_steps)

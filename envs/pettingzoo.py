@@ -60,7 +60,8 @@ class GroupParallelEnv(ParallelEnv):
                 raise TypeError("give max_steps or max_cycles (PettingZoo's name for it), not "
                                 "both")
             kwargs["max_steps"] = check_int("max_cycles", kwargs.pop("max_cycles"), 1)
-        self.core = envs.make_group(task, num_envs=1, **kwargs)
+        self.core = envs._make_core(task, 1, kwargs, ("death_mode", "render_mode", "max_cycles"),
+                                    one_group=True)
         self._render = EpisodeRenderer(self.core, render_mode, self.metadata["render_fps"])
         self.spec = self.core.spec
         self.death_mode = death_mode

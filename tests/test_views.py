@@ -1,5 +1,7 @@
 """Gymnasium and PettingZoo views: API conformance, early termination, registration."""
 
+import ast
+import re
 import subprocess
 import sys
 import warnings
@@ -963,3 +965,26 @@ def test_an_agent_joining_gets_its_individual_reward_in_every_view(max_steps, de
                                              death_mode=death_mode), num_cycles=20)
         pzt.parallel_api_test(GroupParallelEnv(PaidNewcomer, max_steps=max_steps,
                                                death_mode=death_mode), num_cycles=20)
+
+
+@pytest.mark.parametrize("make, own", [
+    (lambda **kw: gymnasium.make("groupenvs/Goal-v0", **kw), ["render_mode", "flat"]),
+    (lambda **kw: pettingzoo.make("parallel", "groupenvs/goal-v0", **kw),
+     ["death_mode", "render_mode", "max_cycles"]),
+    (lambda **kw: gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, **kw),
+     ["render_mode", "flat", "autoreset_mode", "max_episode_steps", "num_envs"])])
+def test_an_unknown_argument_lists_what_that_view_takes(make, own):
+    """A typo of a view's own argument (flat, death_mode, ...) is pointed at it; num_envs is
+    listed only where it is taken."""
+    with pytest.raises(TypeError, match=r"unknown argument\(s\) \['flatt'\]") as err:
+        make(flatt=True)
+    valid = ast.literal_eval(re.search(r"valid: (\[.*?\])", str(err.value)).group(1))
+    assert set(own) <= set(valid) and "num_agents" in valid
+    assert ("num_envs" in valid) == ("num_envs" in own)
+
+
+def test_autoreset_mode_given_to_the_sync_vectorizers_envs_says_where_it_goes():
+    with pytest.raises(TypeError, match="autoreset_mode is an argument of make_vec's native "
+                                        "VectorEnv: for vectorization_mode='sync'"):
+        gymnasium.make_vec("groupenvs/Goal-v0", num_envs=2, vectorization_mode="sync",
+                           autoreset_mode=AutoresetMode.SAME_STEP)
