@@ -53,9 +53,17 @@ def play(task: str, episodes: int, seed: int, env_kwargs: dict, render: str | No
     if keyboard and render != "human":
         raise SystemExit("--keyboard needs --render human")
     env = GroupParallelEnv(task, render_mode=render, **env_kwargs)
-    returns, frame = [], 0
+    returns, frames = [], 0
+
+    def save_frame():  # each episode's start, then one per step
+        nonlocal frames
+        if render == "rgb_array" and save is not None:
+            _save_png(env.render(), save / f"frame_{frames:06d}.png")
+            frames += 1
+
     for episode in range(episodes):
         env.reset(seed=seed + episode)
+        save_frame()
         for i, agent in enumerate(env.possible_agents):
             env.action_space(agent).seed(seed + 1000 * episode + i)
         group_return, steps = 0.0, 0
@@ -70,9 +78,7 @@ def play(task: str, episodes: int, seed: int, env_kwargs: dict, render: str | No
             group_return += max((info["group_reward"] for info in infos.values()), key=abs,
                                 default=0.0)
             steps += 1
-            if render == "rgb_array" and save is not None:
-                _save_png(env.render(), save / f"frame_{frame:06d}.png")
-                frame += 1
+            save_frame()
         returns.append(group_return)
         print(f"episode {episode}: group return {group_return:+.3f} in {steps} steps")
     env.close()

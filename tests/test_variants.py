@@ -142,11 +142,13 @@ def test_pettingzoo_render_test_and_human_mode():
     env.close()
 
 
-def test_play_writes_frames(tmp_path, capsys):
-    play_main(["groupenvs/GoalVisual-v0", "--episodes", "1", "--render", "rgb_array", "--save",
+def test_play_writes_a_frame_of_each_episodes_start_and_one_per_step(tmp_path, capsys):
+    play_main(["groupenvs/GoalVisual-v0", "--episodes", "2", "--render", "rgb_array", "--save",
                str(tmp_path)])  # the Gymnasium ID, as the bare task name
-    assert "group return" in capsys.readouterr().out
-    assert len(list(tmp_path.glob("frame_*.png"))) > 3
+    steps = [int(line.split(" in ")[1].split()[0]) for line in capsys.readouterr().out.splitlines()
+             if line.startswith("episode ")]
+    assert len(steps) == 2
+    assert len(list(tmp_path.glob("frame_*.png"))) == sum(steps) + 2 > 3
 
 
 def test_play_counts_the_group_reward_when_agents_that_left_report_none(monkeypatch):
