@@ -64,6 +64,9 @@ class GroupParallelEnv(ParallelEnv):
                                     one_group=True)
         self._render = EpisodeRenderer(self.core, render_mode, self.metadata["render_fps"])
         self.spec = self.core.spec
+        # False for a task that pays only individual rewards: learners (poca's adapter) then
+        # lead with the team return, though every info carries a group_reward (of 0)
+        self.pays_group_reward = self.core.pays_group_reward
         self.death_mode = death_mode
         self.render_mode = render_mode
         self.metadata = {**self.metadata,

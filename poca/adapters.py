@@ -206,6 +206,9 @@ class ParallelEnvGroup(GroupEnv):
                           f"action space {one_line(self.act_space)} has no discrete actions to "
                           "mask", RuntimeWarning, stacklevel=2)
         self.pays_group_reward = False  # until its infos (at reset or a step) show a group_reward
+        # ... unless the env says it pays none (groupenvs' PettingZoo view of such a task, whose
+        # infos still carry a group_reward of 0)
+        self._may_pay_group = bool(getattr(first, "pays_group_reward", True))
         self._final_frames: dict[int, np.ndarray] = {}  # for rendering: ended episodes' last
         self._started = np.zeros(E, dtype=bool)
 
@@ -402,7 +405,8 @@ class ParallelEnvGroup(GroupEnv):
                     raise ValueError(f"{where}: agent {name!r} is in agents but has no "
                                      "observation")
                 info = _info(infos, name, where)
-                self.pays_group_reward |= "group_reward" in info and "individual_reward" in info
+                self.pays_group_reward |= (self._may_pay_group and "group_reward" in info
+                                           and "individual_reward" in info)
                 self._write(e, name, obs[name], info, where)
                 self.alive[e, self._slot_of(e, name, where)] = True
 
@@ -415,7 +419,7 @@ class ParallelEnvGroup(GroupEnv):
         `death_mode="absorb"`) reports 0, so a 0 never overwrites another agent's report, and two
         different non-zero reports are an error."""
         if "group_reward" in info and "individual_reward" in info:
-            self.pays_group_reward = True  # also when its reset infos did not say so
+            self.pays_group_reward |= self._may_pay_group  # also if its reset infos did not say
             if name in rew:  # not what is learned from here, but a NaN there is still a fault
                 _number(rew[name], f"{field} reward")
             reward[e, i] = _number(info["individual_reward"], f"{field} infos['individual_reward']")

@@ -10,6 +10,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 import envs
+import envs.goal
 from envs.pettingzoo import GroupParallelEnv
 from poca.adapters import ParallelEnvGroup, _encode, make_env
 from poca.config import POCAConfig
@@ -649,6 +650,26 @@ def test_a_group_reward_shown_only_in_step_infos_makes_the_group_return_the_head
     assert not env.pays_group_reward  # nothing shown yet
     env.step(act(env))
     assert env.pays_group_reward
+
+
+class IndividualGoal(envs.goal.GoalGroup):
+    """Goal, declared to pay no group reward (only its attribute matters here)."""
+
+    pays_group_reward = False
+
+
+def test_the_pettingzoo_view_of_a_task_paying_no_group_reward_keeps_the_team_return_headline():
+    """The view's infos carry a group_reward (of 0) for every task; its `pays_group_reward`
+    says that this one pays none, so the team return stays the headline, as on the native
+    path."""
+    env = ParallelEnvGroup(lambda: GroupParallelEnv(IndividualGoal), num_envs=2)
+    env.reset(seed=0)
+    for _ in range(30):  # episodes end: infos of steps, ends and resets
+        env.step(act(env))
+    assert not env.pays_group_reward
+    goal = ParallelEnvGroup(lambda: GroupParallelEnv("Goal-v0"), num_envs=1)
+    goal.reset(seed=0)
+    assert goal.pays_group_reward
 
 
 def test_an_env_without_a_render_of_its_own_says_so():
