@@ -560,7 +560,9 @@ class GroupEnv(ABC):
             if mask.shape != shape or mask.dtype.kind not in "biu":
                 raise ValueError(f"{type(self).__name__}._action_mask must return bools "
                                  f"{list(shape)}, got {mask.dtype} {list(mask.shape)}")
-            mask = mask.astype(bool, copy=False)
+            # a copy: a task may well fill one buffer each step, and every step's mask is kept
+            # (a rollout stores them) after the next is made
+            mask = np.array(mask, dtype=bool)
         self._legal = mask
         return mask
 
@@ -637,8 +639,9 @@ class GroupEnv(ABC):
         """
 
     def _action_mask(self) -> np.ndarray | None:
-        """Bool [E, A, sum(branches)]: the discrete actions allowed on the next step (a fresh
-        array; None: all). `step` refuses a forbidden one; learners sample only allowed ones."""
+        """Bool [E, A, sum(branches)]: the discrete actions allowed on the next step (None:
+        all; the core keeps a copy, so one buffer refilled each step will do). `step` refuses a
+        forbidden one; learners sample only allowed ones."""
         return None
 
     def frame(self, env: int, group_return: float, final: bool = False):

@@ -239,6 +239,35 @@ def test_a_reward_to_an_agent_that_joins_and_leaves_within_a_step_is_refused():
         env.step(noop)
 
 
+class OneMaskBuffer(Turns):
+    """Turns filling one mask buffer in place each step (the docstring asks for a fresh array;
+    an easy one to miss)."""
+
+    def _action_mask(self):
+        if not hasattr(self, "buffer"):
+            self.buffer = np.zeros((self.num_envs, 2, 5), bool)
+        self.buffer[...] = super()._action_mask()
+        return self.buffer
+
+
+def test_each_steps_action_mask_stays_what_it_was_when_the_task_reuses_its_buffer():
+    """A learner keeps every step's mask (poca's rollout does): a buffer the task fills again
+    would rewrite them all to the latest."""
+    env = OneMaskBuffer()
+    first = env.reset(seed=0).action_mask
+    kept = first.copy()
+    second = env.step(_turn_actions(env)).action_mask
+    np.testing.assert_array_equal(first, kept)
+    assert not np.array_equal(first, second)  # the turn moved on
+
+
+def _turn_actions(env):
+    """The first allowed move of each branch (the waiting player's branch allows none: 0)."""
+    mask = env._legal.reshape(env.num_envs, 2, 5)
+    first = np.stack([mask[..., :3].argmax(-1), mask[..., 3:].argmax(-1)], -1)
+    return {"discrete": first.astype(np.int64)}
+
+
 class Paying(Turns):
     """Turns paying what it is given: `individual` to slot 0 of env 1 and `group` to env 1, on
     the episode's second step (float64, as a task computing in Python floats would)."""
