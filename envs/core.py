@@ -364,6 +364,10 @@ class GroupEnv(ABC):
                 reward, group_reward = reward.astype(np.float32), group_reward.astype(np.float32)
         if not (np.isfinite(reward).all() and np.isfinite(group_reward).all()):
             self._refuse_rewards_not_finite(reward, group_reward)
+        # count_nonzero: a plain C loop, a third of a ufunc reduction's cost on small batches
+        ended = np.count_nonzero(terminated) or np.count_nonzero(truncated)
+        if ended:
+            self._check_end_flags(terminated, truncated, absent)
         self._clock += 1
         timed_out = self._clock >= self._deadline
         if timed_out:
@@ -371,8 +375,6 @@ class GroupEnv(ABC):
             truncated = truncated | (self.alive & time_up[:, None])
             group_done = ~agent_any(self.alive) | time_up
         else:
-            # count_nonzero: a plain C loop, a third of a ufunc reduction's cost on small batches
-            ended = np.count_nonzero(terminated) or np.count_nonzero(truncated)
             group_done = ~agent_any(self.alive) if ended else np.zeros(E, dtype=bool)
         if timed_out or ended:  # an agent flagged both is terminal, as Gymnasium reads the pair
             truncated = truncated & ~terminated
@@ -476,6 +478,26 @@ class GroupEnv(ABC):
                          f"after {self.t[e]} steps of its episode, nor joined; only the agents "
                          f"in a step earn in it (multiply by self.alive before updating it, or "
                          f"pay the group through group_reward)")
+
+    def _check_end_flags(self, terminated: np.ndarray, truncated: np.ndarray,
+                         absent: np.ndarray | None) -> None:
+        """An agent flagged terminated or truncated is one that was in the step (alive before
+        it) and left (not alive after it). Otherwise the views disagree: the PettingZoo view
+        would list an agent that ended, and a stray flag on an empty slot would turn a group's
+        terminal end into a time-limit one, which learners bootstrap."""
+        for kind, flags in (("terminated", terminated), ("truncated", truncated)):
+            stays, stray = flags & self.alive, None if absent is None else flags & absent
+            for bad, why in ((stays, "yet left it alive: an agent that ends leaves self.alive "
+                                     "in the same step (a newcomer may take its slot on a "
+                                     "later step)"),
+                             (stray, "where no agent was alive before the step: only an agent "
+                                     "in the step can end in it")):
+                if bad is not None and bad.any():
+                    e, a = np.argwhere(bad)[0]
+                    who = f"slot {a}" if self.slot_names is None else self.slot_names[a]
+                    raise ValueError(f"{type(self).__name__}._step flagged {who} of env {e} "
+                                     f"{kind} on step {int(self.t[e]) + 1} of its episode, "
+                                     f"{why}")
 
     def _refuse_rewards_not_finite(self, reward: np.ndarray, group_reward: np.ndarray) -> None:
         """Rewards are finite float32 numbers: a NaN, or a value past float32's range (a cost
@@ -619,7 +641,8 @@ class GroupEnv(ABC):
         one. Returns fresh arrays: float32 `reward` [E, A] (each agent's individual reward, an agent
         joining on this step included; 0 for a slot with no agent in this step: refused otherwise),
         float32 `group_reward` [E], and bool `terminated` / `truncated` [E, A] for agents whose
-        episode ends on this step (the task's own time limits go in `truncated`; the base adds
+        episode ends on this step, only those (an agent alive before the step and not after it:
+        refused otherwise; the task's own time limits go in `truncated`; the base adds
         truncation at `spec.max_steps` itself). Must also update `self.alive` [E, A]: clear the
         agents that ended, set the agents that join (in free slots: a slot whose agent ended on this
         step stays empty until the next, so that learners never chain two agents' returns); the

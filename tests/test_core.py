@@ -268,6 +268,44 @@ def _turn_actions(env):
     return {"discrete": first.astype(np.int64)}
 
 
+class Flagging(Turns):
+    """Turns whose `_step` gets player 1's leaving wrong in one of three ways (`mistake`):
+    "alive" forgets to clear alive, "newcomer" puts a new agent in the slot at once, "stray"
+    flags the emptied slot truncated again on the next step."""
+
+    def __init__(self, mistake):
+        super().__init__()
+        self.mistake = mistake
+
+    def _step(self, cont, disc):
+        was = self.t.copy()
+        reward, group, terminated, truncated = super()._step(cont, disc)
+        if self.mistake in ("alive", "newcomer"):
+            self.alive[terminated] = True
+        if self.mistake == "stray":
+            truncated[was == 2, 1] = True
+        return reward, group, terminated, truncated
+
+
+@pytest.mark.parametrize("mistake, message", [
+    ("alive", "flagged slot 1 of env 0 terminated on step 2 of its episode, yet left it alive"),
+    ("newcomer", "flagged slot 1 of env 0 terminated on step 2 of its episode, yet left it "
+                 "alive"),
+    ("stray", "flagged slot 1 of env 0 truncated on step 3 of its episode, where no agent was "
+              "alive before the step")])
+def test_end_flags_on_agents_that_stay_or_were_not_there_are_refused(mistake, message):
+    """An ended agent still listed (the PettingZoo view would report it ended yet acting), or
+    a stray truncated flag turning a group's terminal end into a time-limit one, is the task's
+    error, named where it happens."""
+    env = Flagging(mistake)
+    env.reset(seed=0)
+    noop = {"discrete": np.zeros((2, 2, 2), np.int64)}
+    env.step(noop)
+    with pytest.raises(ValueError, match=re.escape(f"Flagging._step {message}")):
+        env.step(noop)
+        env.step(noop)
+
+
 class Paying(Turns):
     """Turns paying what it is given: `individual` to slot 0 of env 1 and `group` to env 1, on
     the episode's second step (float64, as a task computing in Python floats would)."""
