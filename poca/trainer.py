@@ -613,10 +613,10 @@ class _MetricsWriter:
                "mean_team_return": mean_of_last(trainer.team_log),
                "agent_steps_per_s": self._rate(trainer),
                "wall_s": self.wall_before + time.perf_counter() - self.start, **stats}
-        for name in ("mean_group_return", "mean_team_return"):  # before any episode ended:
-            if math.isnan(row[name]):  # a mean of nothing does not exist, an empty cell
-                row[name] = ""
-        return row
+        # a value that does not exist is an empty cell (and no TensorBoard point): a mean over
+        # no episode yet, the explained variance of returns that do not vary (no reward yet)
+        return {name: "" if isinstance(value, float) and math.isnan(value) else value
+                for name, value in row.items()}
 
     def write(self, row: dict) -> None:
         if self.csv is not None:

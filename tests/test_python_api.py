@@ -176,6 +176,24 @@ def test_means_of_no_episodes_are_empty_cells_not_nan(tmp_path):
     assert all(row["policy_loss"] != "" for row in rows)
 
 
+class Unpaid(Endless):
+    """Endless, paying nothing: the returns never vary."""
+
+    def step(self, actions):
+        obs, rewards, *rest = super().step(actions)
+        return (obs, dict.fromkeys(rewards, 0.0), *rest)
+
+
+def test_explained_variance_of_returns_that_do_not_vary_is_an_empty_cell_not_nan(tmp_path):
+    config = small().override({"max_steps": 600, "summary_freq": 200})
+    train(Unpaid, config, run_dir=tmp_path / "run")
+    with open(tmp_path / "run" / "metrics.csv") as file:
+        rows = list(csv.DictReader(file))
+    assert rows and all(row["explained_variance_value"] == row["explained_variance_baseline"]
+                        == "" for row in rows)
+    assert all(float(row["value_loss"]) >= 0 for row in rows)
+
+
 def test_train_takes_a_dict_or_a_preset_name_as_the_cli_takes_a_file():
     """A dict of settings and a preset name train as the POCAConfig they describe (the same
     run, step for step); anything else is a TypeError that says what to pass."""
