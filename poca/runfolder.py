@@ -1,9 +1,9 @@
 """A run folder belongs to one training process; a run survives Ctrl-C, SIGTERM and crashes.
 
 `claim` takes the folder for the process (an OS lock, released even by kill -9) and tidies what
-an earlier, killed process of the same run left; `Interrupts` turns SIGINT and SIGTERM into
-`KeyboardInterrupt` except while a checkpoint is written; `resumed_config` decides what a resumed
-run may change.
+an earlier, killed process of the same run left; `Interrupts` turns SIGINT, SIGTERM and SIGHUP
+into `KeyboardInterrupt` except while a checkpoint is written; `resumed_config` decides what a
+resumed run may change.
 """
 
 from __future__ import annotations
@@ -235,16 +235,21 @@ def set_aside_later_checkpoints(folder: Path, agent_steps: int) -> None:
             os.replace(path, aside / path.name)
 
 
+# Ctrl-C; a scheduler's or `timeout`'s stop; a closed terminal or dropped SSH session (POSIX)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGHUP,) if hasattr(signal, "SIGHUP")
+                                                   else ())
+
+
 class Interrupts:
-    """SIGINT and SIGTERM raise `KeyboardInterrupt`, except inside `held()`: there a signal waits
-    until the block ends (so a checkpoint being written is finished first)."""
+    """SIGINT, SIGTERM and SIGHUP raise `KeyboardInterrupt`, except inside `held()`: there a
+    signal waits until the block ends (so a checkpoint being written is finished first)."""
 
     def __init__(self):
         self.held_depth, self.pending, self._old = 0, None, {}
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in STOP_SIGNALS:
                 self._old[sig] = signal.signal(sig, self._handle)
         return self
 

@@ -33,6 +33,7 @@ from gymnasium.vector.async_vector_env import AsyncState
 
 from envs.core import GroupEnv, GroupStep, check_int
 from poca.adapters import ParallelEnvGroup
+from poca.runfolder import STOP_SIGNALS
 
 PACKAGE_DIRS = tuple(str(Path(__file__).resolve().parent.parent / d) for d in ("poca", "envs"))
 WAIT_ON_CLOSE_S = 10.0
@@ -96,11 +97,12 @@ class _Share(gymnasium.Env):
     def reset(self, seed=None, options=None):
         try:
             if self.group is None:
-                # Ctrl-C, and SIGTERM from a scheduler or `timeout`, go to the whole process
-                # group: the trainer handles them (it saves), then closes us; a worker that died
-                # of them first turned the stop into an env worker's failure
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                # Ctrl-C, SIGTERM from a scheduler or `timeout`, and SIGHUP from a closed
+                # terminal go to the whole process group: the trainer handles them (it saves),
+                # then closes us; a worker that died of them first turned the stop into an env
+                # worker's failure
+                for sig in STOP_SIGNALS:
+                    signal.signal(sig, signal.SIG_IGN)
                 _die_with_the_trainer()
                 if "torch" in sys.modules:  # forked from a process whose OpenMP threads ran:
                     # a parallel region here would wait for them forever (an env that uses

@@ -70,6 +70,20 @@ def saved_steps(run: Path) -> int:
     return checkpoint.load(run / "checkpoints" / "latest.pt")["agent_steps"]
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX only")
+def test_sighup_of_a_closed_terminal_saves_as_ctrl_c_does(tmp_path):
+    """A closed terminal or dropped SSH session sends SIGHUP: it stops the run as Ctrl-C does,
+    with everything logged saved, not a kill that loses the stretch since the last checkpoint."""
+    run = tmp_path / "run"
+    proc = start(run, "--max-steps", "10000000")
+    wait_for(lambda: (run / "metrics.csv").exists() and len(metrics(run)) >= 2)
+    proc.send_signal(signal.SIGHUP)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted after" in out
+    assert metrics(run)[-1] == saved_steps(run) > 0
+
+
 def test_kill_9_then_sigterm_then_resume_loses_at_most_the_last_interval(tmp_path, capsys):
     run = tmp_path / "run"
     proc = start(run, "--max-steps", "10000000")
