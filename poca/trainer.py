@@ -149,6 +149,7 @@ class Trainer:
         self.last_checkpoint: Path | None = None
         self._saved_at = 0
         self._config_unsaved = False  # resumed with a config its checkpoint does not hold
+        self._env_restart: int | None = None  # the seed the envs start over from at the next run
         # [|individual rewards| summed, episodes ended with a team return of 0] until an
         # episode's is not 0 (see `_warn_if_rewards_cancel`); None once decided
         self._cancel_watch: list | None = [0.0, 0]
@@ -182,13 +183,19 @@ class Trainer:
         With a `run_dir`, the folder is held by this process while it trains (see
         `poca.runfolder.claim`), and a checkpoint is written every `checkpoint_interval`
         agent-steps, at least every `runfolder.SAVE_EVERY_SECONDS`, and on every way out: the end,
-        Ctrl-C or SIGTERM (then `interrupted` is set), and an exception from the env or the
-        trainer (saved, then re-raised as it was). What is saved is always the state after a
-        whole update: a rollout or an update cut short is dropped, never half-counted. A run that
-        diverges is not saved; its last good checkpoint stays. In the main thread, SIGINT and
-        SIGTERM handlers are replaced while it runs and put back after.
+        Ctrl-C, SIGTERM or SIGHUP (then `interrupted` is set), and an exception from the env or
+        the trainer (saved, then re-raised as it was). What is saved is always the state after a
+        whole update: a rollout or an update cut short is dropped, never half-counted (and the
+        envs start over at the next `run`). A run that diverges is not saved; its last good
+        checkpoint stays. In the main thread, the handlers of those signals are replaced while
+        it runs and put back after.
         """
         cfg, folder = self.config, self.run_dir
+        if self._env_restart is not None:  # out of the folder's lock and the signal handlers:
+            # env workers started over are new processes, which must inherit neither
+            with torch_settings(cfg.threads):
+                self._start_env(seed=self._env_restart)
+            self._env_restart = None
         fresh = self.last_checkpoint is None and self.agent_steps == 0
         claim = (runfolder.claim(folder, fresh, self.agent_steps) if folder is not None
                  else contextlib.nullcontext())
@@ -197,16 +204,16 @@ class Trainer:
             return self._run(cfg, folder, claim, until, starting, cut)
         finally:
             if cut:  # this object goes back too, so that run() again goes on from what was
-                # saved, never from half an update; its envs start over, as after load. Here,
-                # out of the folder's lock and the signal handlers: env workers started over
-                # are new processes, which must inherit neither.
+                # saved, never from half an update; its envs start over, as after load, when
+                # run() is called again (not now: a stopped run is mostly closed next, and
+                # rebuilding every env copy first could take long, or fail, after Ctrl-C)
                 with torch_settings(cfg.threads):
                     checkpoint.put_back(self, cut, "the state before the last update")
-                    self._start_env(seed=cfg.seed + 1_000_003 * self.updates)
+                self._env_restart = cfg.seed + 1_000_003 * self.updates
 
     def _run(self, cfg, folder, claim, until, starting, cut: dict) -> TrainResult:
-        """`run` in its folder, with Ctrl-C and SIGTERM caught; on an interrupt, `cut` gets the
-        state saved before the update it cut short."""
+        """`run` in its folder, with Ctrl-C, SIGTERM and SIGHUP caught; on an interrupt, `cut`
+        gets the state saved before the update it cut short."""
         with claim, runfolder.Interrupts() as signals, torch_settings(cfg.threads):
             if folder is not None:
                 # "config" as given (None: derived); "derived": what the run uses for those
@@ -541,6 +548,7 @@ class Trainer:
             # Episodes in flight are not saved: the envs restart from a seed tied to the update
             # count.
             self._start_env(seed=self.config.seed + 1_000_003 * self.updates)
+            self._env_restart = None
 
 
 class _MetricsWriter:

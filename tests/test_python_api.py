@@ -90,7 +90,8 @@ def test_training_leaves_the_callers_threads_and_random_numbers_alone():
 
 def test_an_interrupted_trainer_holds_what_was_saved_and_goes_on_from_it(tmp_path, monkeypatch):
     """Ctrl-C in the middle of an update (here after 5 of its Adam steps): the object goes back
-    to the state saved before it, so run() again continues as a resume would."""
+    to the state saved before it, so run() again continues as a resume would (its envs started
+    over then, not on the way out, which is mostly followed by close())."""
     trainer = Trainer(make_env("Goal-v0", 64), small(max_steps=4000), tmp_path / "run",
                       "Goal-v0", progress=False)
     step, calls = trainer.optimizer.step, []
@@ -102,8 +103,11 @@ def test_an_interrupted_trainer_holds_what_was_saved_and_goes_on_from_it(tmp_pat
         return step(*args)
 
     monkeypatch.setattr(trainer.optimizer, "step", interrupted_step)
+    resets, reset = [], trainer.env.reset
+    trainer.env.reset = lambda *args, **kwargs: resets.append(1) or reset(*args, **kwargs)
     result = trainer.run()
     monkeypatch.undo()
+    assert not resets  # the envs start over when run() is called again, not on the way out
     saved = checkpoint.load(tmp_path / "run" / "checkpoints" / "latest.pt")
     assert result.interrupted and trainer.agent_steps == saved["agent_steps"] == \
         result.agent_steps and trainer.updates == saved["updates"]
@@ -112,6 +116,7 @@ def test_an_interrupted_trainer_holds_what_was_saved_and_goes_on_from_it(tmp_pat
         torch.testing.assert_close(value, saved["actor"][name])
     shutil.copytree(tmp_path / "run", tmp_path / "copy")
     went_on = trainer.run()
+    assert len(resets) == 1
     resumed = train("Goal-v0", run_dir=tmp_path / "copy", resume=True)
     assert went_on.agent_steps >= 4000 and went_on.episode_log == resumed.episode_log
 
