@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import importlib
 import inspect
+import logging
 import math
 import re
 import sys
@@ -559,8 +560,16 @@ class ParallelEnvGroup(GroupEnv):
         return image
 
     def close(self) -> None:
-        for env in self.copies:
-            env.close()
+        """Close every copy, also after one's close() raised: that is logged (with its
+        traceback) rather than raised, since it comes once training is over (or after the
+        error that stopped it, which matters more) and would only hide the result."""
+        for i, env in enumerate(self.copies):
+            try:
+                env.close()
+            except Exception as err:
+                logging.getLogger(__name__).warning(
+                    "env copy %d's close() raised: %s", self.first_copy + i,
+                    "".join(traceback.format_exception(err)).rstrip())
         super().close()
 
 

@@ -16,6 +16,7 @@ import logging
 import math
 import os
 import time
+import traceback
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass
@@ -719,4 +720,8 @@ def train(env_id, config: POCAConfig | dict | str | Path | None = None,
             trainer.load(latest, state)
         return trainer.run(until, starting)
     finally:
-        env.close()
+        try:
+            env.close()
+        except Exception as err:  # the run is saved: its result (or its own error) comes first
+            log.warning("closing the env failed after training: %s",
+                        "".join(traceback.format_exception(err)).rstrip())

@@ -199,6 +199,39 @@ def test_explained_variance_of_returns_that_do_not_vary_is_an_empty_cell_not_nan
     assert all(float(row["value_loss"]) >= 0 for row in rows)
 
 
+class BadClose(Endless):
+    """Endless, whose close() raises (a simulator already gone, say); its step raises too when
+    `fail_at` steps are reached."""
+
+    fail_at = None
+
+    def step(self, actions):
+        self.steps = getattr(self, "steps", 0) + 1
+        if self.steps == self.fail_at:
+            raise RuntimeError("the simulator crashed")
+        return super().step(actions)
+
+    def close(self):
+        raise RuntimeError("the simulator is gone")
+
+
+def test_an_env_whose_close_raises_after_training_leaves_the_result_and_a_warning(caplog):
+    with caplog.at_level("WARNING"):
+        result = train(BadClose, small().override({"max_steps": 400, "num_envs": 3}))
+    assert result.agent_steps >= 400
+    closes = [r.getMessage() for r in caplog.records if "close() raised" in r.getMessage()]
+    assert len(closes) == 1 + 3  # the probe made first to read the spaces, then every copy
+    assert all("the simulator is gone" in message for message in closes)
+
+
+def test_an_env_whose_close_raises_after_it_crashed_shows_the_crash():
+    class Crashing(BadClose):
+        fail_at = 5
+
+    with pytest.raises(RuntimeError, match="the simulator crashed"):
+        train(Crashing, small().override({"max_steps": 4000}))
+
+
 def test_train_takes_a_dict_or_a_preset_name_as_the_cli_takes_a_file():
     """A dict of settings and a preset name train as the POCAConfig they describe (the same
     run, step for step); anything else is a TypeError that says what to pass."""
