@@ -33,6 +33,12 @@ class ObsSpec:
     high: float | None = None
 
     def __post_init__(self):
+        if not isinstance(self.name, str):  # ("" is a key some PettingZoo envs use)
+            raise ValueError(f"an observation component's name must be a str (the views key "
+                             f"their dict spaces by it), got {self.name!r}")
+        if not isinstance(self.shape, (tuple, list)):
+            raise ValueError(f"observation {self.name!r}: shape must be a tuple of sizes, e.g. "
+                             f"({self.shape!r},), got {self.shape!r}")
         if self.kind not in OBS_KINDS:
             raise ValueError(f"observation {self.name!r}: kind must be one of {OBS_KINDS}, got "
                              f"{self.kind!r}")
@@ -52,9 +58,11 @@ class ObsSpec:
                 raise ValueError(f"observation {self.name!r}: {field} must be a number (or None "
                                  f"for the default), got {value!r}")
             object.__setattr__(self, field, float(value))
-        if image and not 0 <= self.low < self.high <= 255:
-            raise ValueError(f"observation {self.name!r}: an image's bounds must lie within the "
-                             f"uint8 range 0..255 with low below high, got {self.low}..{self.high}")
+        if image and not (0 <= self.low < self.high <= 255 and self.low.is_integer()
+                          and self.high.is_integer()):
+            raise ValueError(f"observation {self.name!r}: an image's bounds must be whole "
+                             f"numbers within the uint8 range 0..255 with low below high, got "
+                             f"{self.low}..{self.high}")
         if not self.low <= self.high:
             raise ValueError(f"observation {self.name!r}: low {self.low} is above high "
                              f"{self.high}")
@@ -439,8 +447,19 @@ class GroupEnv(ABC):
                                  "arrays (.copy()): the caller keeps and modifies them")
         return obs
 
+    def _check_alive_kept(self, hook: str) -> None:
+        """`self.alive` stays the bool [E, A] array the base made: a hook sets its entries."""
+        alive, want = self.alive, (self.num_envs, self.max_agents)
+        if not isinstance(alive, np.ndarray) or alive.dtype != np.bool_ or alive.shape != want:
+            got = (f"{alive.dtype} {list(alive.shape)}" if isinstance(alive, np.ndarray)
+                   else type(alive).__name__)
+            raise ValueError(f"{type(self).__name__}.{hook} made self.alive {got}: it must stay "
+                             f"bool {list(want)}; set its entries (self.alive[idx] = True) "
+                             "rather than assigning a new array")
+
     def _check_someone_acts(self, idx: np.ndarray) -> None:
         """A group must start with an agent alive: with none, a view plays empty episodes."""
+        self._check_alive_kept("_reset_envs")
         empty = idx[~agent_any(self.alive[idx])]
         if len(empty):
             raise ValueError(f"{type(self).__name__}._reset_envs left no agent alive in env "
@@ -449,6 +468,7 @@ class GroupEnv(ABC):
 
     def _checked(self, out) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """`_step`'s (reward, group_reward, terminated, truncated), shapes checked."""
+        self._check_alive_kept("_step")
         names = ("reward", "group_reward", "terminated", "truncated")
         if len(out) != 4:
             raise ValueError(f"{type(self).__name__}._step must return {names}, got {len(out)} "

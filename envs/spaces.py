@@ -26,6 +26,11 @@ def agent_observation_space(spec: GroupSpec) -> spaces.Space:
     """One component: its Box; several: a Dict keyed by component name."""
     if len(spec.obs) == 1:
         return _obs_box(spec.obs[0])
+    if any(o.name == "action_mask" for o in spec.obs):
+        raise ValueError("an observation component is named 'action_mask': PettingZoo's tools "
+                         "(api_test) and learners read that key of a dict observation as the "
+                         "legal actions; rename it (this view gives masks in "
+                         "infos[agent]['action_mask'])")
     return spaces.Dict({o.name: _obs_box(o) for o in spec.obs})
 
 

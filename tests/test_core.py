@@ -306,6 +306,36 @@ def test_end_flags_on_agents_that_stay_or_were_not_there_are_refused(mistake, me
         env.step(noop)
 
 
+class Rebinding(Turns):
+    """Turns that assigns self.alive a new array, in `hook`, of the wrong dtype or shape."""
+
+    def __init__(self, hook, array):
+        self.hook, self.array = hook, array
+        super().__init__()
+
+    def _reset_envs(self, idx):
+        super()._reset_envs(idx)
+        if self.hook == "_reset_envs":
+            self.alive = self.array.copy()
+
+    def _step(self, cont, disc):
+        out = super()._step(cont, disc)
+        if self.hook == "_step":
+            self.alive = self.array.copy()
+        return out
+
+
+@pytest.mark.parametrize("hook", ["_reset_envs", "_step"])
+@pytest.mark.parametrize("array, got", [(np.ones((2, 2)), "float64 [2, 2]"),
+                                        (np.ones(2, bool), "bool [2]")])
+def test_a_hook_that_rebinds_alive_to_another_kind_of_array_is_named(hook, array, got):
+    env = Rebinding(hook, array)
+    with pytest.raises(ValueError, match=re.escape(f"Rebinding.{hook} made self.alive {got}: "
+                                                   "it must stay bool [2, 2]")):
+        env.reset(seed=0)
+        env.step({"discrete": np.zeros((2, 2, 2), np.int64)})
+
+
 class Paying(Turns):
     """Turns paying what it is given: `individual` to slot 0 of env 1 and `group` to env 1, on
     the episode's second step (float64, as a task computing in Python floats would)."""
@@ -568,6 +598,28 @@ def test_image_bounds_default_to_the_uint8_range_and_stay_in_it():
     assert agent_observation_space(spec).high.max() == 1
     with pytest.raises(ValueError, match="within the uint8 range 0..255"):
         ObsSpec("cam", "image", (20, 20, 3), 0, 300)
+    with pytest.raises(ValueError, match="must be whole numbers"):  # uint8 spaces hold no 1.5
+        ObsSpec("cam", "image", (7, 5, 1), 0.5, 1.5)
+
+
+@pytest.mark.parametrize("args, message", [
+    ((3, "vector", (2,)), "name must be a str"),
+    (("v", "vector", 4), r"observation 'v': shape must be a tuple of sizes, e.g. \(4,\)")])
+def test_obs_spec_names_and_shapes_of_the_wrong_kind_are_refused_when_made(args, message):
+    with pytest.raises(ValueError, match=message):
+        ObsSpec(*args)
+
+
+def test_a_component_named_action_mask_is_refused_by_the_pettingzoo_view():
+    """PettingZoo's api_test and learners read a dict observation's 'action_mask' as the legal
+    actions; a component of that name would be taken for one."""
+    from envs.spaces import agent_observation_space
+
+    spec = GroupSpec(num_agents=1, obs=(ObsSpec("v", "vector", (1,)),
+                                        ObsSpec("action_mask", "vector", (3,))),
+                     continuous_size=1, discrete_branches=(), max_steps=5)
+    with pytest.raises(ValueError, match="named 'action_mask'.*rename it"):
+        agent_observation_space(spec)
 
 
 class Newcomer(GroupEnv):
