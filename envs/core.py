@@ -370,12 +370,21 @@ class GroupEnv(ABC):
         if reward.dtype != np.float32 or group_reward.dtype != np.float32:  # as GroupStep says
             with np.errstate(over="ignore"):  # a value past float32's range: refused just below
                 reward, group_reward = reward.astype(np.float32), group_reward.astype(np.float32)
-        if not (np.isfinite(reward).all() and np.isfinite(group_reward).all()):
+        if reward.size <= 64:  # one group (a PettingZoo view's step): a Python sum, 6x faster
+            # than numpy's isfinite here; NaN and inf carry through it, and float64 cannot
+            # overflow on float32 values
+            finite = math.isfinite(sum(reward.ravel().tolist()) + sum(group_reward.tolist()))
+        else:
+            finite = np.isfinite(reward).all() and np.isfinite(group_reward).all()
+        if not finite:
             self._refuse_rewards_not_finite(reward, group_reward)
         # count_nonzero: a plain C loop, a third of a ufunc reduction's cost on small batches
         ended = np.count_nonzero(terminated) or np.count_nonzero(truncated)
         if ended:
-            self._check_end_flags(terminated, truncated, absent)
+            flagged = terminated | truncated
+            if np.count_nonzero(flagged & self.alive) or (
+                    absent is not None and np.count_nonzero(flagged & absent)):
+                self._refuse_end_flags(terminated, truncated, absent)
         self._clock += 1
         timed_out = self._clock >= self._deadline
         if timed_out:
@@ -499,8 +508,8 @@ class GroupEnv(ABC):
                          f"in a step earn in it (multiply by self.alive before updating it, or "
                          f"pay the group through group_reward)")
 
-    def _check_end_flags(self, terminated: np.ndarray, truncated: np.ndarray,
-                         absent: np.ndarray | None) -> None:
+    def _refuse_end_flags(self, terminated: np.ndarray, truncated: np.ndarray,
+                          absent: np.ndarray | None) -> None:
         """An agent flagged terminated or truncated is one that was in the step (alive before
         it) and left (not alive after it). Otherwise the views disagree: the PettingZoo view
         would list an agent that ended, and a stray flag on an empty slot would turn a group's

@@ -340,8 +340,8 @@ class Paying(Turns):
     """Turns paying what it is given: `individual` to slot 0 of env 1 and `group` to env 1, on
     the episode's second step (float64, as a task computing in Python floats would)."""
 
-    def __init__(self, individual=0.0, group=0.0):
-        super().__init__()
+    def __init__(self, individual=0.0, group=0.0, num_envs=2):
+        super().__init__(num_envs)
         self.individual, self.group = individual, group
 
     def _step(self, cont, disc):
@@ -352,15 +352,16 @@ class Paying(Turns):
         return reward, np.where(second, self.group, 0.0), terminated, truncated
 
 
+@pytest.mark.parametrize("num_envs", [2, 40])  # one check for a few envs' rewards, one for many
 @pytest.mark.parametrize("individual, group, what", [
     (np.nan, 0.0, "an individual reward of nan in env 1, slot 0 on step 2"),
     (-1e39, 0.0, "an individual reward of -inf in env 1, slot 0 on step 2"),  # float32 overflow
     (0.0, np.inf, "a group reward of inf in env 0 on step 2")])
 def test_rewards_that_are_not_finite_in_float32_are_refused_naming_env_slot_and_step(
-        individual, group, what):
-    env = Paying(individual, group)
+        individual, group, what, num_envs):
+    env = Paying(individual, group, num_envs)
     env.reset(seed=0)
-    noop = {"discrete": np.zeros((2, 2, 2), np.int64)}
+    noop = {"discrete": np.zeros((num_envs, 2, 2), np.int64)}
     env.step(noop)
     with pytest.raises(ValueError, match=re.escape(f"Paying._step gave {what} of its episode")):
         env.step(noop)
