@@ -178,7 +178,8 @@ def pytest_terminal_summary(terminalreporter, config):
     for line in summary_table(records, baseline):
         write(line)
     for case, ratio in _too_slow(records, baseline).items():
-        write(f"  ^ {case}: median steps-to-threshold is {ratio:.1f}x the baseline"
+        write(f"  ^ {case}: median steps-to-threshold is {ratio:.1f}x the baseline (a seed "
+              "that never reached the threshold counts as its whole budget)"
               + (" (fails with --bench-strict)" if not config.getoption("--bench-strict")
                  else " -> FAILED (--bench-strict)"))
     unchecked = sorted(case for case in _by_case(records)

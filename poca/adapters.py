@@ -858,10 +858,11 @@ def make_env(env_id, num_envs: int, env_kwargs: dict | None = None,
                              f"failed: {type(err).__name__}: {err}{at}") from None
         factory = getattr(module, attr, None)
         if not callable(factory):
-            what = "has no attribute" if factory is None else "is not callable:"
             source = getattr(module, "__file__", None)  # another module of that name may win
-            raise ValueError(f"cannot load environment {env_id!r}: module {module_name!r}"
-                             f"{f' ({source})' if source else ''} {what} {attr!r}; give "
+            where = f"module {module_name!r}{f' ({source})' if source else ''}"
+            what = (f"{where} has no attribute {attr!r}" if factory is None else
+                    f"{attr!r} in {where} is not callable (its type: {type(factory).__name__})")
+            raise ValueError(f"cannot load environment {env_id!r}: {what}; give "
                              "module:factory, a function or class that returns a PettingZoo "
                              "ParallelEnv or a GroupEnv")
         return _from_factory(factory, num_envs, env_kwargs, max_agents, env_id, render_mode,

@@ -461,7 +461,9 @@ CLI_CASES = [  # (argv after "train", fragment)
     (["no_such_module_xyz:make"], "importing 'no_such_module_xyz' failed: ModuleNotFound"),
     (["tests.test_hostile_inputs:nothing_here"], "has no attribute 'nothing_here'"),
     (["colorsys:make"], "module 'colorsys' ("),  # the file that won, where a user's may not
-    (["tests.test_hostile_inputs:not_callable"], "is not callable: 'not_callable'"),
+    (["tests.test_hostile_inputs:not_callable"], "'not_callable' in module "
+                                                 "'tests.test_hostile_inputs' ("),
+    (["tests.test_hostile_inputs:not_callable"], "is not callable (its type: int)"),
     (["tests.test_hostile_inputs:broken_module_env"], "returned int; expected a PettingZoo"),
     (["Goal-v0", "--max-agents", "4"], "max_agents (--max-agents) applies only to PettingZoo"),
     (["Goal-v0", "--set", "hyperparameters=3"], "hyperparameters must be a mapping, got 3"),
