@@ -113,3 +113,19 @@ def test_the_summary_reads_only_this_sessions_records(tmp_path):
     config = types.SimpleNamespace(_bench_started=100.0)
     assert _session_records(tmp_path, config, ("case", "finished_at", "passed")) == [ours]
     assert _session_records(tmp_path / "absent", config, ("case",)) == []
+
+
+def test_bench_strict_counts_a_seed_that_never_reached_the_threshold_as_too_slow():
+    """Counted as its budget, a never-reached seed could not fail a case whose budget is under
+    2x its baseline (visual-1: budget 3,000, baseline 1,720), however slow the trainer."""
+    from benchmarks.conftest import _too_slow
+
+    def records(*steps):
+        return [{"case": "c", "seed": i, "steps_to_threshold": s, "budget": 3000,
+                 "finished_at": 0.0} for i, s in enumerate(steps)]
+
+    baseline = {"c": {"steps_to_threshold": 1720}}
+    assert _too_slow(records(1700, 1800, None), baseline) == {}  # median 1,800: fine
+    assert _too_slow(records(2900, None, None), baseline) == {"c": float("inf")}
+    assert _too_slow(records(3000, 3600, 4000), {"c": {"steps_to_threshold": 1500}}) == \
+        {"c": 3600 / 1500}
