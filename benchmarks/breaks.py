@@ -114,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.breaks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--breaks", default=",".join(BREAKS), help="comma-separated subset")
-    parser.add_argument("--seeds", type=int, default=3)
+    from benchmarks.conftest import _seeds
+
+    parser.add_argument("--seeds", type=_seeds, default=3)
     parser.add_argument("--workers", default="2", help="pytest-xdist -n")
     parser.add_argument("--report", type=Path, default=Path("bench-results/breaks"))
     parser.add_argument("pytest_args", nargs="*", help="passed on to pytest (e.g. -k group)")
@@ -123,31 +125,40 @@ def main(argv: list[str] | None = None) -> int:
     for name in names[1:]:
         if name not in BREAKS:
             parser.error(f"unknown break {name!r}; known: {sorted(BREAKS)}")
-    start = time.perf_counter()
+    start, started_at = time.perf_counter(), time.time()
     for name in names:
         folder = args.report / (name or "none")
         cmd = [sys.executable, "-m", "pytest", "benchmarks", "-q", "-p", "no:cacheprovider",
                "-n", args.workers, "--bench-seeds", str(args.seeds), "--bench-report",
                str(folder), *(["--break", name] if name else []), *args.pytest_args]
         print(f"$ {' '.join(cmd)}", flush=True)
-        subprocess.run(cmd, check=False)
+        # 0: all passed, 1: some failed (what a break should do); anything else ran nothing
+        # to judge (a usage error, no test selected, an interrupt): no matrix from old records
+        code = subprocess.run(cmd, check=False).returncode
+        if code not in (0, 1):
+            print(f"pytest exited with status {code} for break {name or 'none'}: stopped, no "
+                  "matrix", file=sys.stderr)
+            return code
     wall = time.perf_counter() - start
     print()
-    print(matrix(args.report, names))
+    print(matrix(args.report, names, since=started_at))
     print(f"\nwall time {wall:.0f} s")
     return 0
 
 
-def matrix(report: Path, names: list[str | None]) -> str:
+def matrix(report: Path, names: list[str | None], since: float = 0.0) -> str:
     """Markdown table: per case and break, passed seeds / seeds, the mean final return and the
     median agent-steps to the threshold of the training curve ("never" when most seeds' curves
-    never reached it)."""
+    never reached it), from the records finished `since` (a time.time(); earlier runs' records
+    in the same folders are left out)."""
     import json
 
     table: dict[str, dict[str, list[dict]]] = {}
     for name in names:
         for path in sorted((report / (name or "none")).glob("*.json")):
             record = json.loads(path.read_text())
+            if record.get("finished_at", 0.0) < since:
+                continue
             table.setdefault(record["case"], {}).setdefault(name or "none", []).append(record)
     cols = [n or "none" for n in names]
     lines = ["| case | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]

@@ -129,3 +129,22 @@ def test_bench_strict_counts_a_seed_that_never_reached_the_threshold_as_too_slow
     assert _too_slow(records(2900, None, None), baseline) == {"c": float("inf")}
     assert _too_slow(records(3000, 3600, 4000), {"c": {"steps_to_threshold": 1500}}) == \
         {"c": 3600 / 1500}
+
+
+def test_the_break_matrix_stops_when_pytest_ran_nothing_and_skips_old_records(tmp_path, capsys):
+    """A -k that selects nothing (or any usage error) stops the matrix with pytest's status,
+    rather than printing one from records an earlier run left in the same folders."""
+    import json
+
+    from benchmarks.breaks import main, matrix
+
+    old = {"case": "simple-discrete", "seed": 0, "passed": False, "final_return": -1.0,
+           "steps_to_threshold": None, "finished_at": 100.0}
+    (tmp_path / "sign").mkdir()
+    (tmp_path / "sign" / "simple-discrete-seed0.json").write_text(json.dumps(old))
+    code = main(["--breaks", "sign", "--seeds", "1", "--workers", "0", "--report", str(tmp_path),
+                 "--", "-k", "no_such_case_xyz"])
+    assert code == 5  # pytest: no tests collected
+    assert "no matrix" in capsys.readouterr().err
+    assert "simple-discrete" in matrix(tmp_path, [None, "sign"])
+    assert "simple-discrete" not in matrix(tmp_path, [None, "sign"], since=200.0)
