@@ -36,10 +36,20 @@ def one_run(case_id: str, seed: int, break_name: str | None, budget: int | None)
                     break_name)
 
 
+def selected(cases: str | None, slow: bool) -> list[str]:
+    """The case ids of --cases, or with none those `pytest benchmarks` runs (and --slow's)."""
+    if cases is not None:
+        return [c for c in cases.split(",") if c]
+    return [c for c, case in BY_ID.items() if slow or not case.slow]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.sweep", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cases", help="comma-separated case ids (default: every case)")
+    parser.add_argument("--cases", help="comma-separated case ids (default: every case that "
+                        "pytest benchmarks runs by default; --slow adds the slow ones)")
+    parser.add_argument("--slow", action="store_true",
+                        help="with no --cases, also the slow cases (Push Block's 3M agent-steps)")
     parser.add_argument("--seeds", type=_positive, default=1, help="seeds 0..N-1 (default 1)")
     parser.add_argument("--budget", type=_positive, help="agent-steps per run instead of the "
                         "case's (a quick check: thresholds are not meant for it, so a missed one "
@@ -52,10 +62,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="run as Ray tasks: on this machine, the cluster in RAY_ADDRESS, or "
                         "ray.init(address=ADDRESS)")
     args = parser.parse_args(argv)
-    ids = [c for c in args.cases.split(",") if c] if args.cases else list(BY_ID)
+    ids = selected(args.cases, args.slow)
     unknown = [c for c in ids if c not in BY_ID]
     if unknown:
         parser.error(f"unknown cases {unknown}; known: {list(BY_ID)}")
+    if not ids:  # a green sweep of nothing
+        parser.error(f"--cases {args.cases!r} names no case; known: {list(BY_ID)}")
     jobs = [(c, s, args.break_name, args.budget) for c in ids for s in range(args.seeds)]
     if args.report.exists() and not args.report.is_dir():
         parser.error(f"--report {args.report} is a file; give a folder for the records")

@@ -79,6 +79,16 @@ def test_the_sweep_refuses_counts_below_one(argv, fragment, capsys, tmp_path):
     assert stop.value.code == 2 and fragment in capsys.readouterr().err
 
 
+def test_the_sweep_runs_by_default_the_cases_pytest_runs_by_default():
+    from benchmarks.sweep import selected
+
+    pytest_default = {test.split("[seed0-")[1].rstrip("]")
+                      for test in collected() if "test_learning.py" in test}
+    assert set(selected(None, slow=False)) == pytest_default
+    assert set(selected(None, slow=True)) - pytest_default == {"paper-push-block"}
+    assert selected(",", slow=False) == []  # refused by main: a green sweep of nothing
+
+
 def test_a_budget_run_reports_but_does_not_fail_on_thresholds(tmp_path, capsys):
     from benchmarks.sweep import main
 
