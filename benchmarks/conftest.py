@@ -68,6 +68,15 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=skipped)
         dropped = set(skipped)
         items[:] = [item for item in items if item not in dropped]
+    report = Path(config.getoption("--bench-report"))
+    if report.exists() and not report.is_dir():  # else a FileExistsError in every test
+        raise pytest.UsageError(f"--bench-report {report} is a file; give a folder for the "
+                                "records")
+    if config.getoption("break_name") and any(item.get_closest_marker("third_party")
+                                              for item in items):
+        raise pytest.UsageError("--break patches this trainer's learning cases; the third-party "
+                                "group would train unbroken and be judged as such: run it "
+                                "without --break")
 
 
 @pytest.fixture(scope="session")

@@ -158,3 +158,20 @@ def test_the_break_matrix_stops_when_pytest_ran_nothing_and_skips_old_records(tm
     assert "no matrix" in capsys.readouterr().err
     assert "simple-discrete" in matrix(tmp_path, [None, "sign"])
     assert "simple-discrete" not in matrix(tmp_path, [None, "sign"], since=200.0)
+
+
+def test_a_break_with_the_third_party_group_is_refused_not_ignored():
+    """The third-party tasks take no break: with --break they would train and pass unbroken."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "benchmarks", "--collect-only", "-q",
+                          "-p", "no:cacheprovider", "--third-party", "--break", "sign"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "the third-party group would train unbroken" in out.stderr
+
+
+def test_a_bench_report_that_is_a_file_is_a_usage_error(tmp_path):
+    (tmp_path / "file").write_text("")
+    out = subprocess.run([sys.executable, "-m", "pytest", "benchmarks", "--collect-only", "-q",
+                          "-p", "no:cacheprovider", "--bench-report", str(tmp_path / "file")],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == pytest.ExitCode.USAGE_ERROR and "is a file" in out.stderr
