@@ -83,10 +83,13 @@ def run_case(case: Case, seed: int, break_name: str | None = None) -> dict:
 
 
 def write_record(case: Case, record: dict, report_dir) -> dict:
-    """`<case>-seed<s>.json` (the record without its episode log) and the curve's PNG."""
+    """`<case>-seed<s>.json` (the record without its episode log) and the curve's PNG; under a
+    break `<case>-seed<s>-break-<name>`, so that a broken run never overwrites an unbroken one's
+    record in the same folder."""
     record = dict(record)
     log = record.pop("episode_log")
-    name = f"{case.id}-seed{record['seed']}"
+    name = f"{case.id}-seed{record['seed']}" + (f"-break-{record['break']}"
+                                                 if record.get("break") else "")
     (report_dir / f"{name}.json").write_text(json.dumps(record, indent=1))
     _plot(case, record["seed"], log, record["final_return"], report_dir / f"{name}.png")
     return record

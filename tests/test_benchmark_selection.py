@@ -175,3 +175,15 @@ def test_a_bench_report_that_is_a_file_is_a_usage_error(tmp_path):
                           "-p", "no:cacheprovider", "--bench-report", str(tmp_path / "file")],
                          cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == pytest.ExitCode.USAGE_ERROR and "is a file" in out.stderr
+
+
+def test_a_broken_runs_record_does_not_overwrite_the_unbroken_one(tmp_path):
+    from benchmarks.cases import CASES
+    from benchmarks.test_learning import write_record
+
+    case = next(c for c in CASES if c.id == "simple-discrete")
+    for name in (None, "sign"):
+        write_record(case, {"case": case.id, "seed": 0, "break": name, "final_return": 1.0,
+                            "episode_log": [(10, 1.0)]}, tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("*.json")) == [
+        "simple-discrete-seed0-break-sign.json", "simple-discrete-seed0.json"]
