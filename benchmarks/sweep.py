@@ -81,11 +81,19 @@ def main(argv: list[str] | None = None) -> int:
         written[record["case"], record["seed"]] = write_record(BY_ID[record["case"]], record,
                                                                args.report)
 
-    map_runs(one_run, jobs, args.workers, args.ray, done=write)
-    records = [written[case, seed] for case, seed, *_ in jobs]
+    try:
+        map_runs(one_run, jobs, args.workers, args.ray, done=write)
+    except KeyboardInterrupt:  # as pytest benchmarks does: the table of the runs that finished
+        interrupted = True
+    else:
+        interrupted = False
+    records = [written[case, seed] for case, seed, *_ in jobs if (case, seed) in written]
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
     print("\n".join(summary_table(records, baseline)))
     print(f"records in {args.report}")
+    if interrupted:
+        print(f"interrupted: {len(records)} of {len(jobs)} runs finished", file=sys.stderr)
+        return 130
     missed = [r for r in records if not r["passed"] and not BY_ID[r["case"]].known_failure]
     return 1 if missed and not args.budget else 0
 

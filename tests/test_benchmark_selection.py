@@ -187,3 +187,20 @@ def test_a_broken_runs_record_does_not_overwrite_the_unbroken_one(tmp_path):
                             "episode_log": [(10, 1.0)]}, tmp_path)
     assert sorted(p.name for p in tmp_path.glob("*.json")) == [
         "simple-discrete-seed0-break-sign.json", "simple-discrete-seed0.json"]
+
+
+def test_a_sweep_stopped_by_ctrl_c_prints_the_runs_that_finished(monkeypatch, tmp_path, capsys):
+    import benchmarks.sweep as sweep
+
+    def first_then_ctrl_c(fn, jobs, workers, ray, done):
+        case, seed, *_ = jobs[0]
+        done({"case": case, "seed": seed, "break": None, "passed": True, "final_return": 1.0,
+              "steps_to_threshold": 500, "budget": 3000, "wall_seconds": 1.0,
+              "agent_steps_per_s": 1000.0, "episode_log": [(500, 1.0)]})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep, "map_runs", first_then_ctrl_c)
+    code = sweep.main(["--cases", "simple-discrete", "--seeds", "2", "--report", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 130 and "interrupted: 1 of 2 runs finished" in err
+    assert "simple-discrete" in out and " 1/1 " in out
