@@ -7,6 +7,7 @@ import math
 import re
 import statistics
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -111,10 +112,28 @@ def pytest_sessionstart(session):
     session.config._bench_started = time.time()
 
 
+def pytest_configure(config):
+    """One id per pytest run, shared with its xdist workers and written into each learning
+    record: the summary reads only this run's, not those another run (a sweep, a second pytest)
+    writes into the same folder meanwhile."""
+    worker = getattr(config, "workerinput", None)
+    config._bench_run = worker["bench_run"] if worker else uuid.uuid4().hex
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):  # pytest-xdist: each worker gets the run's id
+    node.workerinput["bench_run"] = node.config._bench_run
+
+
+@pytest.fixture(scope="session")
+def bench_run(request) -> str:
+    return request.config._bench_run
+
+
 def _session_records(folder: Path, config, fields: tuple[str, ...]) -> list[dict]:
     """The JSON records in `folder` that this session wrote: others there (an earlier session,
     another tool's output in the same folder) are left out, not read as ours."""
-    started = getattr(config, "_bench_started", 0)
+    started, mine = getattr(config, "_bench_started", 0), getattr(config, "_bench_run", None)
     records = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
@@ -123,7 +142,8 @@ def _session_records(folder: Path, config, fields: tuple[str, ...]) -> list[dict
             continue
         if isinstance(record, dict) and all(f in record for f in fields) and \
                 isinstance(record["finished_at"], (int, float)) and \
-                record["finished_at"] >= started:
+                record["finished_at"] >= started and \
+                record.get("run", mine) == mine:
             records.append(record)
     return records
 

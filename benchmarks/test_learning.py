@@ -82,11 +82,11 @@ def run_case(case: Case, seed: int, break_name: str | None = None) -> dict:
                          "numpy": np.__version__, "groupenvs": _groupenvs_version()}}
 
 
-def write_record(case: Case, record: dict, report_dir) -> dict:
+def write_record(case: Case, record: dict, report_dir, run: str | None = None) -> dict:
     """`<case>-seed<s>.json` (the record without its episode log) and the curve's PNG; under a
     break `<case>-seed<s>-break-<name>`, so that a broken run never overwrites an unbroken one's
     record in the same folder."""
-    record = dict(record)
+    record = dict(record) | ({"run": run} if run else {})  # the id of the run that wrote it
     log = record.pop("episode_log")
     name = f"{case.id}-seed{record['seed']}" + (f"-break-{record['break']}"
                                                  if record.get("break") else "")
@@ -103,8 +103,8 @@ def _marks(case: Case) -> list:
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=_marks(c)) for c in CASES])
-def test_final_policy_reaches_threshold(case: Case, seed: int, report_dir, break_name):
-    record = write_record(case, run_case(case, seed, break_name), report_dir)
+def test_final_policy_reaches_threshold(case: Case, seed: int, report_dir, break_name, bench_run):
+    record = write_record(case, run_case(case, seed, break_name), report_dir, bench_run)
     assert record["passed"], (
         f"{case.id} (seed {seed}): the final policy's mean group return over "
         f"{record['eval_episodes']} fresh episodes is {record['final_return']:+.3f} < "

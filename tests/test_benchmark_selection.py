@@ -204,3 +204,18 @@ def test_a_sweep_stopped_by_ctrl_c_prints_the_runs_that_finished(monkeypatch, tm
     out, err = capsys.readouterr()
     assert code == 130 and "interrupted: 1 of 2 runs finished" in err
     assert "simple-discrete" in out and " 1/1 " in out
+
+
+def test_the_summary_reads_only_the_records_its_own_run_wrote(tmp_path):
+    """A sweep (or a second pytest) writing into the same folder meanwhile is not this run's."""
+    import json
+    import types
+
+    from benchmarks.conftest import _session_records
+
+    config = types.SimpleNamespace(_bench_started=100.0, _bench_run="mine")
+    for name, run in (("a", "mine"), ("b", "sweep-x"), ("c", None)):
+        record = {"case": name, "finished_at": 200.0} | ({"run": run} if run else {})
+        (tmp_path / f"{name}.json").write_text(json.dumps(record))
+    kept = _session_records(tmp_path, config, ("case", "finished_at"))
+    assert sorted(r["case"] for r in kept) == ["a", "c"]  # c: written by a writer without ids

@@ -13,7 +13,8 @@ import pytest
 pytest.importorskip("ray")
 
 ROOT = Path(__file__).resolve().parent.parent
-TIMING = {"wall_seconds", "agent_steps_per_s", "finished_at", "wall_s", "run_dir"}
+# what differs between two runs of the same work: timings, and the id of the run that wrote it
+TIMING = {"wall_seconds", "agent_steps_per_s", "finished_at", "wall_s", "run_dir", "run"}
 
 
 def _child(args, tmp_path):
