@@ -250,6 +250,8 @@ class Interrupts:
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             for sig in STOP_SIGNALS:
+                if sig != signal.SIGINT and signal.getsignal(sig) is signal.SIG_IGN:
+                    continue  # ignored on purpose (`nohup` ignores SIGHUP): it stays ignored
                 self._old[sig] = signal.signal(sig, self._handle)
         return self
 

@@ -84,6 +84,22 @@ def test_sighup_of_a_closed_terminal_saves_as_ctrl_c_does(tmp_path):
     assert metrics(run)[-1] == saved_steps(run) > 0
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="POSIX only")
+def test_a_run_under_nohup_keeps_ignoring_sighup():
+    """`nohup` sets SIGHUP to ignored so that a run outlives its terminal: that stays so."""
+    from poca.runfolder import Interrupts
+
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with Interrupts():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)  # nothing happens
+            time.sleep(0.05)
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, old)
+
+
 def test_kill_9_then_sigterm_then_resume_loses_at_most_the_last_interval(tmp_path, capsys):
     run = tmp_path / "run"
     proc = start(run, "--max-steps", "10000000")
