@@ -381,9 +381,10 @@ class GroupEnv(ABC):
         # count_nonzero: a plain C loop, a third of a ufunc reduction's cost on small batches
         ended = np.count_nonzero(terminated) or np.count_nonzero(truncated)
         if ended:
-            flagged = terminated | truncated
-            if np.count_nonzero(flagged & self.alive) or (
-                    absent is not None and np.count_nonzero(flagged & absent)):
+            # a stray terminated flag on an empty slot (a whole row flagged as the group ends)
+            # changes nothing; a stray truncated one would make the end a time-limit one
+            if np.count_nonzero((terminated | truncated) & self.alive) or (
+                    absent is not None and np.count_nonzero(truncated & absent)):
                 self._refuse_end_flags(terminated, truncated, absent)
         self._clock += 1
         timed_out = self._clock >= self._deadline
@@ -510,12 +511,14 @@ class GroupEnv(ABC):
 
     def _refuse_end_flags(self, terminated: np.ndarray, truncated: np.ndarray,
                           absent: np.ndarray | None) -> None:
-        """An agent flagged terminated or truncated is one that was in the step (alive before
-        it) and left (not alive after it). Otherwise the views disagree: the PettingZoo view
-        would list an agent that ended, and a stray flag on an empty slot would turn a group's
-        terminal end into a time-limit one, which learners bootstrap."""
+        """An agent flagged terminated or truncated left in the step (not alive after it), and
+        one flagged truncated was in it (alive before it). Otherwise the views disagree: the
+        PettingZoo view would list an agent that ended, and a stray truncated flag on an empty
+        slot would turn a group's terminal end into a time-limit one, which learners bootstrap
+        (a stray terminated flag, a whole row flagged as the group ends, changes nothing)."""
         for kind, flags in (("terminated", terminated), ("truncated", truncated)):
-            stays, stray = flags & self.alive, None if absent is None else flags & absent
+            stays = flags & self.alive
+            stray = None if absent is None or kind == "terminated" else flags & absent
             for bad, why in ((stays, "yet left it alive: an agent that ends leaves self.alive "
                                      "in the same step (a newcomer may take its slot on a "
                                      "later step)"),

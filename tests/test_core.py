@@ -269,9 +269,10 @@ def _turn_actions(env):
 
 
 class Flagging(Turns):
-    """Turns whose `_step` gets player 1's leaving wrong in one of three ways (`mistake`):
-    "alive" forgets to clear alive, "newcomer" puts a new agent in the slot at once, "stray"
-    flags the emptied slot truncated again on the next step."""
+    """Turns whose `_step` gets player 1's leaving wrong (`mistake`): "alive" forgets to clear
+    alive (to the core the same as a newcomer put in the slot at once), "stray" flags the
+    emptied slot truncated again on the next step; or, harmlessly, "row" flags the whole row
+    terminated when the group ends."""
 
     def __init__(self, mistake):
         super().__init__()
@@ -280,17 +281,18 @@ class Flagging(Turns):
     def _step(self, cont, disc):
         was = self.t.copy()
         reward, group, terminated, truncated = super()._step(cont, disc)
-        if self.mistake in ("alive", "newcomer"):
+        if self.mistake == "alive":
             self.alive[terminated] = True
         if self.mistake == "stray":
             truncated[was == 2, 1] = True
+        if self.mistake == "row":
+            terminated[was == 3] = True  # the last step: player 0 ends, player 1 left earlier
+            self.alive[was == 3] = False
         return reward, group, terminated, truncated
 
 
 @pytest.mark.parametrize("mistake, message", [
     ("alive", "flagged slot 1 of env 0 terminated on step 2 of its episode, yet left it alive"),
-    ("newcomer", "flagged slot 1 of env 0 terminated on step 2 of its episode, yet left it "
-                 "alive"),
     ("stray", "flagged slot 1 of env 0 truncated on step 3 of its episode, where no agent was "
               "alive before the step")])
 def test_end_flags_on_agents_that_stay_or_were_not_there_are_refused(mistake, message):
@@ -304,6 +306,14 @@ def test_end_flags_on_agents_that_stay_or_were_not_there_are_refused(mistake, me
     with pytest.raises(ValueError, match=re.escape(f"Flagging._step {message}")):
         env.step(noop)
         env.step(noop)
+
+
+def test_a_whole_row_flagged_terminated_as_the_group_ends_is_accepted():
+    env = Flagging("row")
+    env.reset(seed=0)
+    noop = {"discrete": np.zeros((2, 2, 2), np.int64)}
+    done = [env.step(noop).group_done.all() for _ in range(4)]
+    assert done == [False, False, False, True]
 
 
 class Rebinding(Turns):
