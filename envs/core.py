@@ -33,9 +33,6 @@ class ObsSpec:
     high: float | None = None
 
     def __post_init__(self):
-        if not isinstance(self.name, str):  # ("" is a key some PettingZoo envs use)
-            raise ValueError(f"an observation component's name must be a str (the views key "
-                             f"their dict spaces by it), got {self.name!r}")
         if not isinstance(self.shape, (tuple, list)):
             raise ValueError(f"observation {self.name!r}: shape must be a tuple of sizes, e.g. "
                              f"({self.shape!r},), got {self.shape!r}")

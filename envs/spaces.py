@@ -22,10 +22,19 @@ def _obs_box(o: ObsSpec, lead: tuple[int, ...] = ()) -> spaces.Box:
     return spaces.Box(o.low, o.high, lead + o.shape, dtype=np.float32)
 
 
+def _check_names(spec: GroupSpec) -> None:
+    """The views key their dict spaces by component name, and Gymnasium sorts the keys."""
+    for o in spec.obs:
+        if not isinstance(o.name, str):
+            raise ValueError(f"an observation component's name must be a str for the views, "
+                             f"which key their dict spaces by it, got {o.name!r}")
+
+
 def agent_observation_space(spec: GroupSpec) -> spaces.Space:
     """One component: its Box; several: a Dict keyed by component name."""
     if len(spec.obs) == 1:
         return _obs_box(spec.obs[0])
+    _check_names(spec)
     if any(o.name == "action_mask" for o in spec.obs):
         raise ValueError("an observation component is named 'action_mask': PettingZoo's tools "
                          "(api_test) and learners read that key of a dict observation as the "
@@ -37,6 +46,7 @@ def agent_observation_space(spec: GroupSpec) -> spaces.Space:
 def joint_observation_space(spec: GroupSpec, flat: bool = False) -> spaces.Space:
     """Every component stacked over agent slots, plus the `alive` mask of the slots."""
     A = spec.num_agents
+    _check_names(spec)
     if any(o.name == "alive" for o in spec.obs):
         raise ValueError("an observation component is named 'alive', the key the joint views "
                          "give the alive mask: rename it")
