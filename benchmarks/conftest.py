@@ -211,7 +211,7 @@ def pytest_terminal_summary(terminalreporter, config):
     for case, ratio in _too_slow(records, baseline).items():
         write(f"  ^ {case}: median steps-to-threshold is "
               + (f"{ratio:.1f}x the baseline" if math.isfinite(ratio) else
-                 "never (most seeds did not reach the threshold in training)")
+                 "never (half the seeds or more did not reach the threshold in training)")
               + (" (fails with --bench-strict)" if not config.getoption("--bench-strict")
                  else " -> FAILED (--bench-strict)"))
     unchecked = sorted(case for case in _by_case(records)
