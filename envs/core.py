@@ -378,11 +378,12 @@ class GroupEnv(ABC):
         # count_nonzero: a plain C loop, a third of a ufunc reduction's cost on small batches
         ended = np.count_nonzero(terminated) or np.count_nonzero(truncated)
         if ended:
+            stays = (terminated | truncated) & self.alive
             # a stray terminated flag on an empty slot (a whole row flagged as the group ends)
             # changes nothing; a stray truncated one would make the end a time-limit one
-            if np.count_nonzero((terminated | truncated) & self.alive) or (
-                    absent is not None and np.count_nonzero(truncated & absent)):
-                self._refuse_end_flags(terminated, truncated, absent)
+            stray = None if absent is None else truncated & absent
+            if np.count_nonzero(stays) or (stray is not None and np.count_nonzero(stray)):
+                self._refuse_end_flags(stays, stray, terminated)
         self._clock += 1
         timed_out = self._clock >= self._deadline
         if timed_out:
@@ -506,27 +507,23 @@ class GroupEnv(ABC):
                          f"in a step earn in it (multiply by self.alive before updating it, or "
                          f"pay the group through group_reward)")
 
-    def _refuse_end_flags(self, terminated: np.ndarray, truncated: np.ndarray,
-                          absent: np.ndarray | None) -> None:
-        """An agent flagged terminated or truncated left in the step (not alive after it), and
-        one flagged truncated was in it (alive before it). Otherwise the views disagree: the
-        PettingZoo view would list an agent that ended, and a stray truncated flag on an empty
-        slot would turn a group's terminal end into a time-limit one, which learners bootstrap
-        (a stray terminated flag, a whole row flagged as the group ends, changes nothing)."""
-        for kind, flags in (("terminated", terminated), ("truncated", truncated)):
-            stays = flags & self.alive
-            stray = None if absent is None or kind == "terminated" else flags & absent
-            for bad, why in ((stays, "yet left it alive: an agent that ends leaves self.alive "
-                                     "in the same step (a newcomer may take its slot on a "
-                                     "later step)"),
-                             (stray, "where no agent was alive before the step: only an agent "
-                                     "in the step can end in it")):
-                if bad is not None and bad.any():
-                    e, a = np.argwhere(bad)[0]
-                    who = f"slot {a}" if self.slot_names is None else self.slot_names[a]
-                    raise ValueError(f"{type(self).__name__}._step flagged {who} of env {e} "
-                                     f"{kind} on step {int(self.t[e]) + 1} of its episode, "
-                                     f"{why}")
+    def _refuse_end_flags(self, stays: np.ndarray, stray: np.ndarray | None,
+                          terminated: np.ndarray) -> None:
+        """An agent flagged terminated or truncated left in the step (`stays`: still alive
+        after it), and one flagged truncated was in it (`stray`: no agent before it). Otherwise
+        the views disagree: the PettingZoo view would list an agent that ended, and a stray
+        truncated flag on an empty slot would turn a group's terminal end into a time-limit one,
+        which learners bootstrap."""
+        for bad, why in ((stays, "yet left it alive: an agent that ends leaves self.alive in "
+                                 "the same step (a newcomer may take its slot on a later step)"),
+                         (stray, "where no agent was alive before the step: only an agent in "
+                                 "the step can end in it")):
+            if bad is not None and bad.any():
+                e, a = np.argwhere(bad)[0]
+                who = f"slot {a}" if self.slot_names is None else self.slot_names[a]
+                kind = "terminated" if bad is stays and terminated[e, a] else "truncated"
+                raise ValueError(f"{type(self).__name__}._step flagged {who} of env {e} {kind} "
+                                 f"on step {int(self.t[e]) + 1} of its episode, {why}")
 
     def _refuse_rewards_not_finite(self, reward: np.ndarray, group_reward: np.ndarray) -> None:
         """Rewards are finite float32 numbers: a NaN, or a value past float32's range (a cost
