@@ -13,6 +13,9 @@ from __future__ import annotations
 import contextlib
 import math
 import statistics
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,9 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark once per break (and once unbroken) through pytest-xdist; print the
     matrix of which cases catch which break."""
     import argparse
-    import subprocess
-    import sys
-    import time
 
     parser = argparse.ArgumentParser(prog="python -m benchmarks.breaks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -132,9 +132,20 @@ def main(argv: list[str] | None = None) -> int:
                "-n", args.workers, "--bench-seeds", str(args.seeds), "--bench-report",
                str(folder), *(["--break", name] if name else []), *args.pytest_args]
         print(f"$ {' '.join(cmd)}", flush=True)
+        child = subprocess.Popen(cmd)
+        try:
+            code = child.wait()
+        except KeyboardInterrupt:  # the terminal's Ctrl-C reached pytest too: let it finish
+            # its own summary (its records stay), then stop without a matrix of a part
+            try:
+                child.wait(timeout=60)
+            except (KeyboardInterrupt, subprocess.TimeoutExpired):
+                child.kill()
+            print(f"interrupted during break {name or 'none'}: stopped, no matrix",
+                  file=sys.stderr)
+            return 130
         # 0: all passed, 1: some failed (what a break should do); anything else ran nothing
         # to judge (a usage error, no test selected, an interrupt): no matrix from old records
-        code = subprocess.run(cmd, check=False).returncode
         if code not in (0, 1):
             print(f"pytest exited with status {code} for break {name or 'none'}: stopped, no "
                   "matrix", file=sys.stderr)

@@ -3,10 +3,14 @@ policy on fresh episodes, record."""
 
 from __future__ import annotations
 
+import csv
 import json
 import platform
+import subprocess
 import time
+from functools import cache
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +30,23 @@ def _groupenvs_version() -> str:
         return version("groupenvs")
     except PackageNotFoundError:
         return "not installed"
+
+
+@cache
+def _source_commit() -> str | None:
+    """The git commit the benchmark ran from (`+dirty` with uncommitted changes to tracked
+    files), so a record says which code it measured; None outside a git checkout."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                              text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=root, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode or dirty.returncode:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def _plot(case: Case, seed: int, log, final: float, path) -> None:
@@ -79,17 +100,23 @@ def run_case(case: Case, seed: int, break_name: str | None = None) -> dict:
             "agent_steps_per_s": result.agent_steps / max(train_wall, 1e-9),
             "finished_at": time.time(), "episode_log": result.episode_log,
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                         "numpy": np.__version__, "groupenvs": _groupenvs_version()}}
+                         "numpy": np.__version__, "groupenvs": _groupenvs_version(),
+                         "commit": _source_commit()}}
 
 
 def write_record(case: Case, record: dict, report_dir, run: str | None = None) -> dict:
-    """`<case>-seed<s>.json` (the record without its episode log) and the curve's PNG; under a
-    break `<case>-seed<s>-break-<name>`, so that a broken run never overwrites an unbroken one's
-    record in the same folder."""
+    """`<case>-seed<s>.json` (the record without its episode log), the training curve as
+    `<case>-seed<s>-curve.csv` (agent_steps, group_return per episode) and, with matplotlib,
+    as a PNG; under a break `<case>-seed<s>-break-<name>`, so that a broken run never
+    overwrites an unbroken one's record in the same folder."""
     record = dict(record) | ({"run": run} if run else {})  # the id of the run that wrote it
     log = record.pop("episode_log")
     name = f"{case.id}-seed{record['seed']}" + (f"-break-{record['break']}"
                                                  if record.get("break") else "")
+    with open(report_dir / f"{name}-curve.csv", "w", newline="") as f:
+        rows = csv.writer(f)
+        rows.writerow(("agent_steps", "group_return"))
+        rows.writerows(log)
     (report_dir / f"{name}.json").write_text(json.dumps(record, indent=1))
     _plot(case, record["seed"], log, record["final_return"], report_dir / f"{name}.png")
     return record

@@ -219,3 +219,55 @@ def test_the_summary_reads_only_the_records_its_own_run_wrote(tmp_path):
         (tmp_path / f"{name}.json").write_text(json.dumps(record))
     kept = _session_records(tmp_path, config, ("case", "finished_at"))
     assert sorted(r["case"] for r in kept) == ["a", "c"]  # c: written by a writer without ids
+
+
+def test_a_record_keeps_its_curve_and_the_commit_it_measured(tmp_path):
+    """Without matplotlib the curve used to be lost; the commit says which code was measured."""
+    import csv
+
+    from benchmarks.cases import CASES
+    from benchmarks.test_learning import _source_commit, write_record
+
+    case = next(c for c in CASES if c.id == "simple-discrete")
+    write_record(case, {"case": case.id, "seed": 0, "break": None, "final_return": 1.0,
+                        "episode_log": [(10, 0.5), (24, 1.0)]}, tmp_path)
+    with open(tmp_path / "simple-discrete-seed0-curve.csv") as f:
+        assert list(csv.reader(f)) == [["agent_steps", "group_return"], ["10", "0.5"],
+                                       ["24", "1.0"]]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True)
+    if head.returncode:
+        assert _source_commit() is None
+    else:
+        assert _source_commit().removesuffix("+dirty") == head.stdout.strip()
+
+
+def test_the_summary_median_counts_never_reached_seeds_as_strict_does():
+    from benchmarks.conftest import summary_table
+
+    def record(seed, steps):
+        return {"case": "c", "seed": seed, "passed": steps is not None, "final_return": 1.0,
+                "steps_to_threshold": steps, "wall_seconds": 1.0, "agent_steps_per_s": 1.0}
+
+    one_never = summary_table([record(0, 100), record(1, 300), record(2, None)], {})[-1]
+    assert "300 (1 never)" in one_never  # not 200, the median of the two that reached it
+    assert "never (2 never)" in summary_table([record(0, 100), record(1, None),
+                                               record(2, None)], {})[-1]
+
+
+def test_ctrl_c_of_the_break_matrix_stops_without_a_traceback(monkeypatch, capsys, tmp_path):
+    import benchmarks.breaks as breaks
+
+    class Interrupted:
+        def __init__(self, cmd):
+            self.waits = 0
+
+        def wait(self, timeout=None):
+            self.waits += 1
+            if self.waits == 1:
+                raise KeyboardInterrupt
+            return 2  # pytest's own status after its Ctrl-C
+
+    monkeypatch.setattr(breaks.subprocess, "Popen", Interrupted)
+    assert breaks.main(["--breaks", "sign", "--report", str(tmp_path)]) == 130
+    assert "interrupted during break none: stopped, no matrix" in capsys.readouterr().err
