@@ -210,10 +210,12 @@ def check_kwargs(cls: type, kwargs: dict, view_args: tuple[str, ...] = (),
     """Fail on constructor arguments `cls` does not take, listing the ones the caller can give:
     a view's own (`view_args`, already taken out of `kwargs`) and the task's (without
     `num_envs` for a view of `one_group`)."""
-    task_args = [p for p in inspect.signature(cls.__init__).parameters
-                 if p != "self" and not (one_group and p == "num_envs")]
+    params = inspect.signature(cls.__init__).parameters.values()
+    task_args = [p.name for p in params if p.name != "self" and p.kind not in (
+        p.VAR_POSITIONAL, p.VAR_KEYWORD) and not (one_group and p.name == "num_envs")]
     unknown = sorted(set(kwargs) - set(task_args))
-    if unknown:
+    if unknown and not any(p.kind == p.VAR_KEYWORD for p in params):  # a task that takes
+        # **kwargs (a subclass forwarding them to its base) checks them itself
         raise TypeError(f"{cls.__name__} got unknown argument(s) {unknown}; valid: "
                         f"{[*view_args, *task_args]}{hint}")
 
@@ -339,6 +341,7 @@ class GroupEnv(ABC):
             self._keys = (np.concatenate([env_keys(s, 1) for s in self._seed])
                           if isinstance(self._seed, tuple) else env_keys(self._seed, self.num_envs))
             self._keys_seed = self._seed
+        self.alive[:] = False  # as before an auto-reset: _reset_envs sets the slots that act
         self._reset_envs(self.env_ids)
         self._restart_clock(self.env_ids)
         self._check_someone_acts(self.env_ids)
@@ -377,13 +380,19 @@ class GroupEnv(ABC):
             self._refuse_rewards_not_finite(reward, group_reward)
         # count_nonzero: a plain C loop, a third of a ufunc reduction's cost on small batches
         ended = np.count_nonzero(terminated) or np.count_nonzero(truncated)
-        if ended:
-            stays = (terminated | truncated) & self.alive
+        # agents that left in the step: the slots neither empty before it nor alive after it
+        covered = self.alive if absent is None else absent | self.alive
+        left = np.count_nonzero(covered) < covered.size and ~covered
+        if ended or np.count_nonzero(left):
+            flagged = terminated | truncated
+            stays = flagged & self.alive
             # a stray terminated flag on an empty slot (a whole row flagged as the group ends)
             # changes nothing; a stray truncated one would make the end a time-limit one
             stray = None if absent is None else truncated & absent
-            if np.count_nonzero(stays) or (stray is not None and np.count_nonzero(stray)):
-                self._refuse_end_flags(stays, stray, terminated)
+            unflagged = left & ~flagged
+            if np.count_nonzero(stays) or np.count_nonzero(unflagged) or (
+                    stray is not None and np.count_nonzero(stray)):
+                self._refuse_end_flags(stays, stray, unflagged, terminated)
         self._clock += 1
         timed_out = self._clock >= self._deadline
         if timed_out:
@@ -508,22 +517,33 @@ class GroupEnv(ABC):
                          f"pay the group through group_reward)")
 
     def _refuse_end_flags(self, stays: np.ndarray, stray: np.ndarray | None,
-                          terminated: np.ndarray) -> None:
+                          unflagged: np.ndarray, terminated: np.ndarray) -> None:
         """An agent flagged terminated or truncated left in the step (`stays`: still alive
-        after it), and one flagged truncated was in it (`stray`: no agent before it). Otherwise
-        the views disagree: the PettingZoo view would list an agent that ended, and a stray
-        truncated flag on an empty slot would turn a group's terminal end into a time-limit one,
-        which learners bootstrap."""
+        after it), one flagged truncated was in it (`stray`: no agent before it), and one that
+        left carries a flag (`unflagged`: alive before the step, not after, neither flag).
+        Otherwise the views disagree: the PettingZoo view would list an agent that ended, or
+        drop one with no end (PettingZoo's contract: every agent leaves with a flag), a group
+        emptied without a flag would play on to its time limit, and a stray truncated flag on
+        an empty slot would turn a group's terminal end into a time-limit one, which learners
+        bootstrap."""
+        task = type(self).__name__
         for bad, why in ((stays, "yet left it alive: an agent that ends leaves self.alive in "
                                  "the same step (a newcomer may take its slot on a later step)"),
                          (stray, "where no agent was alive before the step: only an agent in "
                                  "the step can end in it")):
             if bad is not None and bad.any():
                 e, a = np.argwhere(bad)[0]
-                who = f"slot {a}" if self.slot_names is None else self.slot_names[a]
                 kind = "terminated" if bad is stays and terminated[e, a] else "truncated"
-                raise ValueError(f"{type(self).__name__}._step flagged {who} of env {e} {kind} "
-                                 f"on step {int(self.t[e]) + 1} of its episode, {why}")
+                raise ValueError(f"{task}._step flagged {self._who(a)} of env {e} {kind} on step "
+                                 f"{int(self.t[e]) + 1} of its episode, {why}")
+        e, a = np.argwhere(unflagged)[0]
+        raise ValueError(f"{task}._step cleared self.alive for {self._who(a)} of env {e} on step "
+                         f"{int(self.t[e]) + 1} of its episode without an end flag: an agent "
+                         f"that leaves is flagged terminated (or truncated, for a time limit) "
+                         f"on the step it leaves")
+
+    def _who(self, slot: int) -> str:
+        return f"slot {slot}" if self.slot_names is None else self.slot_names[slot]
 
     def _refuse_rewards_not_finite(self, reward: np.ndarray, group_reward: np.ndarray) -> None:
         """Rewards are finite float32 numbers: a NaN, or a value past float32's range (a cost

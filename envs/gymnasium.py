@@ -105,6 +105,7 @@ class GroupGymEnv(gymnasium.Env):
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
+        self.core._check_open()  # also when the next episode's start is already at hand
         if seed is None and self._next is not None:
             step = self._next  # the core already started the next episode when the last ended
         else:
@@ -358,6 +359,7 @@ def _restart_episodes(core, idx, ended_again):
     the core already reset them when they ended, and has just stepped them with an ignored
     action). The episode index is kept, so the replayed start is the one the core drew."""
     core.episode[idx[ended_again]] -= 1  # the ignored step ended it again and moved on
+    core.alive[idx] = False  # as before any reset: _reset_envs sets the slots that act
     core._reset_envs(idx)
     core._restart_clock(idx)
     core._next_mask()  # the replayed start's legal actions, for the next step's check

@@ -121,6 +121,7 @@ class GroupParallelEnv(ParallelEnv):
         raise ValueError(f"unknown agent {agent!r}; agents are {self.possible_agents}")
 
     def reset(self, seed=None, options=None):
+        self.core._check_open()  # also when the next episode's start is already at hand
         if seed is None and self._next is not None:
             step = self._next  # the core already started the next episode when the last ended
         else:

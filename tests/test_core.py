@@ -271,8 +271,8 @@ def _turn_actions(env):
 class Flagging(Turns):
     """Turns whose `_step` gets player 1's leaving wrong (`mistake`): "alive" forgets to clear
     alive (to the core the same as a newcomer put in the slot at once), "stray" flags the
-    emptied slot truncated again on the next step; or, harmlessly, "row" flags the whole row
-    terminated when the group ends."""
+    emptied slot truncated again on the next step, "forgot" clears alive but returns no flag;
+    or, harmlessly, "row" flags the whole row terminated when the group ends."""
 
     def __init__(self, mistake):
         super().__init__()
@@ -285,6 +285,8 @@ class Flagging(Turns):
             self.alive[terminated] = True
         if self.mistake == "stray":
             truncated[was == 2, 1] = True
+        if self.mistake == "forgot":
+            terminated = np.zeros_like(terminated)
         if self.mistake == "row":
             terminated[was == 3] = True  # the last step: player 0 ends, player 1 left earlier
             self.alive[was == 3] = False
@@ -294,7 +296,11 @@ class Flagging(Turns):
 @pytest.mark.parametrize("mistake, message", [
     ("alive", "flagged slot 1 of env 0 terminated on step 2 of its episode, yet left it alive"),
     ("stray", "flagged slot 1 of env 0 truncated on step 3 of its episode, where no agent was "
-              "alive before the step")])
+              "alive before the step"),
+    # the PettingZoo view dropped the agent with neither flag, and a group emptied that way
+    # played on, empty, to its time limit
+    ("forgot", "cleared self.alive for slot 1 of env 0 on step 2 of its episode without an end "
+               "flag")])
 def test_end_flags_on_agents_that_stay_or_were_not_there_are_refused(mistake, message):
     """An ended agent still listed (the PettingZoo view would report it ended yet acting), or
     a stray truncated flag turning a group's terminal end into a time-limit one, is the task's
@@ -306,6 +312,29 @@ def test_end_flags_on_agents_that_stay_or_were_not_there_are_refused(mistake, me
     with pytest.raises(ValueError, match=re.escape(f"Flagging._step {message}")):
         env.step(noop)
         env.step(noop)
+
+
+class StartsOne(Turns):
+    """Turns whose `_reset_envs` switches on only its starting slot, slot 1 joining on the
+    first step: it relies on the core clearing the ended episode's slots before any reset."""
+
+    def _reset_envs(self, idx):
+        self.alive[idx, 0] = True
+
+    def _step(self, cont, disc):
+        joining = self.t == 0
+        self.alive[joining, 1] = True
+        E = self.num_envs
+        return np.zeros((E, 2), np.float32), np.zeros(E, np.float32), *np.zeros((2, E, 2), bool)
+
+
+def test_every_reset_starts_from_empty_slots_as_an_auto_reset_does():
+    """reset() mid-episode (after Gymnasium's TimeLimit, say) kept the last episode's agents
+    alive, where an auto-reset cleared them first."""
+    env = StartsOne()
+    assert env.reset(seed=0).alive.tolist() == [[True, False]] * 2
+    assert env.step({"discrete": np.zeros((2, 2, 2), np.int64)}).alive.all()
+    assert env.reset().alive.tolist() == [[True, False]] * 2
 
 
 def test_a_whole_row_flagged_terminated_as_the_group_ends_is_accepted():
@@ -704,3 +733,49 @@ def test_a_component_name_that_is_not_a_str_is_refused_by_the_views():
     for space in (agent_observation_space, joint_observation_space):
         with pytest.raises(ValueError, match="name must be a str for the views"):
             space(spec)
+
+
+class Forwarding(Turns):
+    """A task that forwards its arguments to its base (`**kwargs`), as subclasses do."""
+
+    def __init__(self, num_envs=2, **kwargs):
+        super().__init__(num_envs, **kwargs)
+
+
+def test_a_task_taking_kwargs_gets_its_arguments_through_every_view():
+    """check_kwargs read `**kwargs` as an argument named 'kwargs' and refused every other one;
+    the task's own signature then checks them."""
+    from envs.gymnasium import GroupGymEnv, GroupVectorEnv
+    from envs.pettingzoo import GroupParallelEnv
+
+    class Sized(Forwarding):
+        def __init__(self, num_envs=2, size=1, **kwargs):
+            self.size = size
+            super().__init__(num_envs, **kwargs)
+
+    assert GroupGymEnv(Sized, size=3).core.size == 3
+    assert GroupParallelEnv(Sized, size=3).core.size == 3
+    assert GroupVectorEnv(Sized, num_envs=2, size=3).core.size == 3
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        GroupGymEnv(Sized, bogus=1)
+
+
+def test_reset_after_close_raises_also_when_the_next_start_is_at_hand():
+    """After an episode end the views keep the core's next start; reset() served it from a
+    closed env (and step() then raised)."""
+    import gymnasium
+    import pettingzoo
+
+    import envs  # noqa: F401  (registers the ids)
+    env = gymnasium.make("groupenvs/Goal-v0", num_agents=1, step_size=1.0)
+    env.reset(seed=0)
+    assert env.step(np.ones((1, 1), np.int64))[2]  # one step ends it
+    env.close()
+    with pytest.raises(RuntimeError, match="is closed"):
+        env.reset()
+    par = pettingzoo.make("parallel", "groupenvs/goal-v0", num_agents=1, step_size=1.0)
+    par.reset(seed=0)
+    par.step({"agent_0": 1})
+    par.close()
+    with pytest.raises(RuntimeError, match="is closed"):
+        par.reset()

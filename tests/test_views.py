@@ -497,8 +497,33 @@ def _assert_same_infos(native, sync, where):
             assert native[key].dtype == value.dtype, f"{where} {key}: dtype"
 
 
+class JoinsLater(envs.GroupEnv):
+    """Slot 0 starts (the only slot `_reset_envs` sets: it relies on every reset starting
+    from empty slots), slot 1 joins on the first step and leaves, terminated, on the third."""
+
+    def __init__(self, num_envs=1, max_steps=3):
+        super().__init__(envs.GroupSpec(num_agents=2, obs=(envs.ObsSpec("v", "vector", (1,)),),
+                                        continuous_size=0, discrete_branches=(2,),
+                                        max_steps=max_steps), num_envs)
+
+    def _reset_envs(self, idx):
+        self.alive[idx, 0] = True
+
+    def _step(self, cont, disc):
+        E = self.num_envs
+        leaving = np.zeros((E, 2), bool)
+        leaving[:, 1] = self.alive[:, 1] & (self.t == 2)
+        self.alive[:, 1] &= ~leaving[:, 1]
+        self.alive[self.t == 0, 1] = True
+        return disc[..., 0].astype(np.float32), np.zeros(E, np.float32), leaving, leaving & False
+
+    def _observe(self, rows=slice(None)):
+        return (np.broadcast_to(self.t[rows, None, None] / 10, (self.env_ids[rows].size, 2, 1)
+                                ).astype(np.float32),)
+
+
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
-@pytest.mark.parametrize("task", ["Goal-v0", "flat", Picky])
+@pytest.mark.parametrize("task", ["Goal-v0", "flat", Picky, JoinsLater])
 def test_native_make_vec_plays_and_reports_what_gymnasiums_sync_vectorizer_does(task, mode):
     """Two envs, one seed each, play the same episodes in both, also across unseeded resets
     right after an end (a group that ended plays the episode the core already started, as
