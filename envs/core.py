@@ -668,7 +668,8 @@ class GroupEnv(ABC):
         """Start a new episode in envs `idx` (int [n], sorted, distinct).
 
         Must write the start state of those envs and set `self.alive[idx]` (bool [n, A]) to the
-        slots that act on the first step (every slot of those envs is clear on entry) (the others may join later by becoming alive in `_step`).
+        slots that act on the first step (every slot of those envs is clear on entry; the others
+        may join later by becoming alive in `_step`).
         Draw randomness with `self.random_bits(idx)` / `self.uniform(idx, k, step=j)` (a different
         `j` per independent draw): `self.episode[idx]` already numbers the new episode, so every
         episode draws fresh values. On auto-reset `self.t[idx]` still counts the ended episode's

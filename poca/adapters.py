@@ -154,8 +154,9 @@ def _flag(value, where: str) -> bool:
 class ParallelEnvGroup(GroupEnv):
     """`num_envs` copies of a PettingZoo ParallelEnv as one `GroupEnv`.
 
-    Agent slots follow `possible_agents`, or, with `max_agents`, are handed out in order of
-    appearance to agents whose names show up during an episode (a slot is not reused within an
+    Agent slots are `possible_agents` in name order, or, with `max_agents`, are handed out in
+    order of appearance (in name order within a step) to agents whose names show up during an
+    episode (a slot is not reused within an
     episode). `alive` follows `agents`; each agent's reward is its individual reward, on the step
     it joins too (the trainer adds them up as the team reward); a copy's episode ends when
     `agents` is empty or every remaining agent is truncated, and it is reset with its own seed.
@@ -180,8 +181,11 @@ class ParallelEnvGroup(GroupEnv):
                              "one env and the episodes are garbage")
         first = self.copies[0]
         self.fixed_slots = max_agents is None
-        names = list(first.possible_agents)
-        self._possible = names  # slot i is names[i] in every copy (without max_agents)
+        # slot i is names[i] in every copy (without max_agents), in name order: an env whose
+        # possible_agents come from a set lists them in hash order, which differs between
+        # processes (env workers, a resume), and the run must not
+        names = sorted(first.possible_agents, key=str)
+        self._possible = names
         if not names:
             raise ValueError("the ParallelEnv has no possible_agents")
         A = len(names) if max_agents is None else check_int("max_agents", max_agents, 1)
@@ -386,8 +390,9 @@ class ParallelEnvGroup(GroupEnv):
                                  f"PettingZoo ParallelEnv API), got {_describe(out)}")
             obs, infos = _dicts(out, ("observations", "infos"), where, "reset()")
             self._started[e] = True
-            if self.fixed_slots and list(env.possible_agents) != self._possible:
-                raise ValueError(f"{where}: possible_agents is {list(env.possible_agents)}, not "
+            if self.fixed_slots and sorted(env.possible_agents, key=str) != self._possible:
+                raise ValueError(f"{where}: possible_agents is "
+                                 f"{sorted(env.possible_agents, key=str)}, not "
                                  f"{self._possible} as when the run started (PettingZoo keeps "
                                  "it fixed); for environments whose agents change, give the "
                                  "most agents one episode can hold (--max-agents N, or "
@@ -421,10 +426,20 @@ class ParallelEnvGroup(GroupEnv):
         different non-zero reports are an error."""
         if "group_reward" in info and "individual_reward" in info:
             self.pays_group_reward |= self._may_pay_group  # also if its reset infos did not say
-            if name in rew:  # not what is learned from here, but a NaN there is still a fault
-                _number(rew[name], f"{field} reward")
-            reward[e, i] = _number(info["individual_reward"], f"{field} infos['individual_reward']")
-            group = np.float32(_number(info["group_reward"], f"{field} infos['group_reward']"))
+            own = _number(info["individual_reward"], f"{field} infos['individual_reward']")
+            paid = _number(info["group_reward"], f"{field} infos['group_reward']")
+            # the split must add up to what the env pays: a wrapper that changed the rewards
+            # (scaled, negated, clipped) and not the infos would otherwise be silently undone
+            if name in rew and not math.isclose(got := _number(rew[name], f"{field} reward"),
+                                                own + paid, rel_tol=1e-5, abs_tol=1e-6):
+                raise ValueError(
+                    f"{field} reward {got:g} is not infos['individual_reward'] + "
+                    f"infos['group_reward'] ({own:g} + {paid:g}), the split poca learns from "
+                    "(groupenvs' views report it): a wrapper that changes the rewards (scales, "
+                    "negates, clips them) must change those two infos alike, or drop them "
+                    "(then poca learns from the rewards, with no group reward)")
+            reward[e, i] = own
+            group = np.float32(paid)
             if group and group_reward[e] and group != group_reward[e]:
                 raise ValueError(f"{field} infos['group_reward'] is {group}, another agent of "
                                  f"this group reported {float(group_reward[e])}: a group reward "
@@ -470,9 +485,14 @@ class ParallelEnvGroup(GroupEnv):
                 if not self._read_reward(e, i, name, rew, info, field, reward, group_reward):
                     raise ValueError(f"{field} acted but has no reward")
                 truncated[e, i] = _flag(trunc[name], f"{field} truncations")
-                terminated[e, i] = _flag(term[name], f"{field} terminations") or (
-                    not truncated[e, i] and name not in listed)  # gone without a flag: ended
+                terminated[e, i] = _flag(term[name], f"{field} terminations")
                 ended = flagged[name] = bool(terminated[e, i] or truncated[e, i])
+                if not ended and name not in listed:  # read as an end, it would be a guess:
+                    # terminal (value 0) or a time limit (bootstrapped) are different returns
+                    raise ValueError(f"{field} left agents with neither terminations nor "
+                                     "truncations set: flag an agent on the step it leaves "
+                                     "(truncations for a time limit, terminations otherwise), "
+                                     "as PettingZoo's API asks")
                 if name in obs:  # an agent that ended may send its final observation
                     self._write(e, name, obs[name], info, where)
                 elif name in listed and not ended:

@@ -270,6 +270,7 @@ class TwoGroupRewards(Leaving):
         obs, rew, term, trunc, infos = super().step(actions)
         for k, name in enumerate(infos):
             infos[name] = {"individual_reward": 0.0, "group_reward": float(k + 1)}
+            rew[name] = float(k + 1)
         return obs, rew, term, trunc, infos
 
 
@@ -285,6 +286,25 @@ def test_a_nan_reward_is_an_error_also_where_the_infos_give_the_parts():
     env = ParallelEnvGroup(NaNBesideTheParts, num_envs=1)
     env.reset(seed=0)
     with pytest.raises(ValueError, match="episode step 1: agent 'agent_0': reward is nan"):
+        env.step(act(env))
+
+
+class Negated(GroupParallelEnv):
+    """A reward wrapper's work: groupenvs' view with its rewards negated, its infos left."""
+
+    def step(self, actions):
+        obs, rew, term, trunc, infos = super().step(actions)
+        return obs, {a: -r for a, r in rew.items()}, term, trunc, infos
+
+
+def test_rewards_that_disagree_with_the_infos_split_are_an_error_not_undone():
+    """poca learns from the infos' split; a wrapper that changed the rewards alone (SuperSuit's
+    reward_lambda_v0, a negation) trained on the unwrapped rewards, silently."""
+    env = ParallelEnvGroup(functools.partial(Negated, "Goal-v0"), num_envs=1)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match=r"episode step 1: agent 'agent_0': reward 0.01 is not "
+                                         r"infos\['individual_reward'\] \+ "
+                                         r"infos\['group_reward'\] \(-0.01 \+ 0\)"):
         env.step(act(env))
 
 
@@ -1071,3 +1091,38 @@ def test_an_action_mask_beside_continuous_actions_is_not_ignored_silently():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         make_env(Masked, 1)
+
+
+class Unflagged(Leaving):
+    """Leaving whose agents leave `agents` with both flags left False."""
+
+    def step(self, actions):
+        obs, rew, term, trunc, infos = super().step(actions)
+        return obs, rew, {a: False for a in term}, trunc, infos
+
+
+def test_an_agent_leaving_without_a_flag_is_an_error_not_read_as_terminal():
+    """Read as terminated, a time-limit end nobody flagged was bootstrapped as terminal."""
+    env = ParallelEnvGroup(Unflagged)
+    env.reset(seed=0)
+    env.step(act(env))
+    with pytest.raises(ValueError, match="episode step 2: agent 'a_0': left agents with neither "
+                                         "terminations nor truncations set"):
+        env.step(act(env))
+
+
+class Reordered(Leaving):
+    """Leaving listing its agents in another order (a set's, say, which follows string hashing
+    and so differs between processes)."""
+
+    def __init__(self):
+        self.possible_agents = ["a_2", "a_0", "a_1"]
+
+
+def test_slots_follow_agent_names_not_the_order_possible_agents_lists_them_in():
+    """Otherwise the same seed gives another run in another process, env workers disagree, and a
+    resume permutes the slots (the absorbing critic reads them in order)."""
+    env = ParallelEnvGroup(Reordered)
+    first = env.reset(seed=0).obs[0]  # Leaving's reset shows each agent its place in the list
+    assert env.slots[0] == {"a_0": 0, "a_1": 1, "a_2": 2}
+    np.testing.assert_array_equal(first[0, :, 1], [1, 2, 0])  # a_0, a_1, a_2
