@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +91,20 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     None, None, f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep)
+
+
+# Numbers as YAML 1.2 reads them: PyYAML follows YAML 1.1, where `1:00` is 60 (base 60) and
+# `012` is 10 (octal), so `--set time_horizon=1:00` trained with 60; here those stay text (then
+# refused as not a number) and 012 is 12. 1e-3 is a float, as ML-Agents' files write it.
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, regex) for tag, regex in resolvers if tag not in (_INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_UniqueKeyLoader.add_implicit_resolver(_INT, re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
+_UniqueKeyLoader.add_implicit_resolver(
+    _FLOAT, re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$"
+                       r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"), list("-+0123456789."))
+_UniqueKeyLoader.add_constructor(_INT, lambda loader, node: int(loader.construct_scalar(node)))
 
 
 @dataclass
@@ -496,7 +511,7 @@ def _coerce(value, typ, name):
     if typ is int and isinstance(value, float) and value.is_integer():
         return int(value)  # YAML "5e4" style numbers
     if typ in (int, float) and isinstance(value, str):
-        try:  # PyYAML (YAML 1.1) reads "3e-4" and "5e4" as strings
+        try:  # "3e-4" and "5e4" as text (PyYAML's own loaders, a dict given in Python)
             number = float(value)
         except ValueError:
             pass

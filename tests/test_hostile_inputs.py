@@ -969,6 +969,21 @@ def test_set_with_a_mapping_merges_into_the_section(tmp_path):
         goal.override({"hyperparameters": {"bta": 0.02}})
 
 
+def test_numbers_read_as_yaml_1_2_not_base_60_or_octal(tmp_path):
+    """PyYAML's YAML 1.1 read `--set time_horizon=1:00` as 60 and `012` as 10, silently."""
+    from poca.cli import _assignment
+
+    with pytest.raises(ValueError, match="time_horizon must be int, got '1:00'"):
+        POCAConfig().override(dict([_assignment("time_horizon=1:00")]))
+    assert POCAConfig().override(dict([_assignment("time_horizon=012")])).time_horizon == 12
+    path = tmp_path / "c.yaml"
+    path.write_text("behaviors:\n  Goal:\n    time_horizon: 012\n    max_steps: 5e4\n"
+                    "    hyperparameters:\n      learning_rate: 1e-3\n")
+    config = POCAConfig.load(path)
+    assert (config.time_horizon, config.max_steps) == (12, 50_000)
+    assert config.hyperparameters.learning_rate == 1e-3
+
+
 def test_a_folder_named_like_a_preset_does_not_hide_it(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pettingzoo").mkdir()  # e.g. a clone of PettingZoo beside the runs
