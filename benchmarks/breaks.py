@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
 import statistics
 import subprocess
 import sys
@@ -135,12 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         child = subprocess.Popen(cmd)
         try:
             code = child.wait()
-        except KeyboardInterrupt:  # the terminal's Ctrl-C reached pytest too: let it finish
-            # its own summary (its records stay), then stop without a matrix of a part
-            try:
-                child.wait(timeout=60)
-            except (KeyboardInterrupt, subprocess.TimeoutExpired):
-                child.kill()
+        except KeyboardInterrupt:  # stop without a matrix of a part, once pytest has stopped
+            _stop(child)
             print(f"interrupted during break {name or 'none'}: stopped, no matrix",
                   file=sys.stderr)
             return 130
@@ -155,6 +152,25 @@ def main(argv: list[str] | None = None) -> int:
     print(matrix(args.report, names, since=started_at))
     print(f"\nwall time {wall:.0f} s")
     return 0
+
+
+def _stop(child: subprocess.Popen) -> None:
+    """Stop a pytest child after our Ctrl-C: a terminal's reached it too, so it is printing
+    its summary (its records stay); an interrupt sent to us alone (`kill -INT`, a supervisor)
+    is passed on after a moment; one that hangs is killed."""
+    try:
+        for interrupt, timeout in ((False, 5), (True, 60)):
+            if interrupt:
+                child.send_signal(signal.SIGINT)
+            try:
+                child.wait(timeout=timeout)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+    except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
+        pass
+    child.kill()
+    child.wait()
 
 
 def matrix(report: Path, names: list[str | None], since: float = 0.0) -> str:

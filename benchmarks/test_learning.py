@@ -104,6 +104,15 @@ def run_case(case: Case, seed: int, break_name: str | None = None) -> dict:
                          "commit": _source_commit()}}
 
 
+def write_curve(path, log) -> None:
+    """A training curve as CSV (agent_steps, group_return per episode): kept with or without
+    matplotlib."""
+    with open(path, "w", newline="") as f:
+        rows = csv.writer(f)
+        rows.writerow(("agent_steps", "group_return"))
+        rows.writerows(log)
+
+
 def write_record(case: Case, record: dict, report_dir, run: str | None = None) -> dict:
     """`<case>-seed<s>.json` (the record without its episode log), the training curve as
     `<case>-seed<s>-curve.csv` (agent_steps, group_return per episode) and, with matplotlib,
@@ -113,10 +122,7 @@ def write_record(case: Case, record: dict, report_dir, run: str | None = None) -
     log = record.pop("episode_log")
     name = f"{case.id}-seed{record['seed']}" + (f"-break-{record['break']}"
                                                  if record.get("break") else "")
-    with open(report_dir / f"{name}-curve.csv", "w", newline="") as f:
-        rows = csv.writer(f)
-        rows.writerow(("agent_steps", "group_return"))
-        rows.writerows(log)
+    write_curve(report_dir / f"{name}-curve.csv", log)
     (report_dir / f"{name}.json").write_text(json.dumps(record, indent=1))
     _plot(case, record["seed"], log, record["final_return"], report_dir / f"{name}.png")
     return record

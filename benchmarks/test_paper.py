@@ -15,7 +15,7 @@ import json
 import pytest
 
 from benchmarks.cases import CASES
-from benchmarks.test_learning import run_case
+from benchmarks.test_learning import run_case, write_curve
 from benchmarks.third_party import clearly_above
 from poca import compare
 
@@ -36,6 +36,7 @@ def test_poca_beats_independent(case, paper_seeds, report_dir, break_name):
             curve = record.pop("episode_log")
             (folder / f"{case.id}-{critic}-seed{seed}.json").write_text(
                 json.dumps(record, indent=1))
+            write_curve(folder / f"{case.id}-{critic}-seed{seed}-curve.csv", curve)
             finals[critic].append(record["final_return"])
             runs.append({"critic": critic, "seed": seed, "env_id": case.env_id, "curve": curve,
                          "score": "group return", "final_return": record["final_return"],

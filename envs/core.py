@@ -210,12 +210,19 @@ def check_kwargs(cls: type, kwargs: dict, view_args: tuple[str, ...] = (),
     """Fail on constructor arguments `cls` does not take, listing the ones the caller can give:
     a view's own (`view_args`, already taken out of `kwargs`) and the task's (without
     `num_envs` for a view of `one_group`)."""
-    params = inspect.signature(cls.__init__).parameters.values()
-    task_args = [p.name for p in params if p.name != "self" and p.kind not in (
-        p.VAR_POSITIONAL, p.VAR_KEYWORD) and not (one_group and p.name == "num_envs")]
+    task_args, open_ended = [], True
+    for owner in cls.__mro__:  # a subclass's **kwargs go on to its base's __init__, and so on
+        if "__init__" not in vars(owner) or owner in (GroupEnv, object):
+            continue
+        params = inspect.signature(owner.__init__).parameters.values()
+        task_args += [p.name for p in params if p.name != "self" and p.name not in task_args
+                      and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                      and not (one_group and p.name == "num_envs")]
+        open_ended = any(p.kind == p.VAR_KEYWORD for p in params)
+        if not open_ended:
+            break
     unknown = sorted(set(kwargs) - set(task_args))
-    if unknown and not any(p.kind == p.VAR_KEYWORD for p in params):  # a task that takes
-        # **kwargs (a subclass forwarding them to its base) checks them itself
+    if unknown and not open_ended:  # with **kwargs to the end, the task checks them itself
         raise TypeError(f"{cls.__name__} got unknown argument(s) {unknown}; valid: "
                         f"{[*view_args, *task_args]}{hint}")
 
@@ -341,9 +348,7 @@ class GroupEnv(ABC):
             self._keys = (np.concatenate([env_keys(s, 1) for s in self._seed])
                           if isinstance(self._seed, tuple) else env_keys(self._seed, self.num_envs))
             self._keys_seed = self._seed
-        self.alive[:] = False  # as before an auto-reset: _reset_envs sets the slots that act
-        self._reset_envs(self.env_ids)
-        self._restart_clock(self.env_ids)
+        self._start_episodes(self.env_ids)
         self._check_someone_acts(self.env_ids)
         E, A = self.num_envs, self.max_agents
         obs = self._observed()
@@ -382,14 +387,14 @@ class GroupEnv(ABC):
         ended = np.count_nonzero(terminated) or np.count_nonzero(truncated)
         # agents that left in the step: the slots neither empty before it nor alive after it
         covered = self.alive if absent is None else absent | self.alive
-        left = np.count_nonzero(covered) < covered.size and ~covered
-        if ended or np.count_nonzero(left):
+        some_left = np.count_nonzero(covered) < covered.size
+        if ended or some_left:
             flagged = terminated | truncated
             stays = flagged & self.alive
             # a stray terminated flag on an empty slot (a whole row flagged as the group ends)
             # changes nothing; a stray truncated one would make the end a time-limit one
             stray = None if absent is None else truncated & absent
-            unflagged = left & ~flagged
+            unflagged = ~covered & ~flagged
             if np.count_nonzero(stays) or np.count_nonzero(unflagged) or (
                     stray is not None and np.count_nonzero(stray)):
                 self._refuse_end_flags(stays, stray, unflagged, terminated)
@@ -407,10 +412,8 @@ class GroupEnv(ABC):
         # no agent ended and no time limit: no group can be done (the common step)
         if (timed_out or ended) and np.count_nonzero(group_done):
             idx = np.flatnonzero(group_done)
-            self.alive[idx] = False
             self.episode[idx] += 1
-            self._reset_envs(idx)  # self.t[idx] still counts the ended episode's steps here
-            self._restart_clock(idx)
+            self._start_episodes(idx)  # self.t[idx] still counts the ended episodes' steps
             obs = tuple(o.copy() for o in final_obs)
             if self._rows_checked:
                 fresh = self._observe(idx)
@@ -428,6 +431,14 @@ class GroupEnv(ABC):
     def t(self) -> np.ndarray:
         """int [E]: steps taken in each env's current episode."""
         return self._clock - self._start
+
+    def _start_episodes(self, idx: np.ndarray) -> None:
+        """Start envs `idx`'s episodes (numbered by `self.episode[idx]`) from empty slots: the
+        task's `_reset_envs` sets the ones that act first. Every reset goes through here, so
+        that none keeps an ended episode's agents."""
+        self.alive[idx] = False
+        self._reset_envs(idx)
+        self._restart_clock(idx)
 
     def _restart_clock(self, idx: np.ndarray) -> None:
         self._start[idx] = self._clock
@@ -542,8 +553,8 @@ class GroupEnv(ABC):
                          f"that leaves is flagged terminated (or truncated, for a time limit) "
                          f"on the step it leaves")
 
-    def _who(self, slot: int) -> str:
-        return f"slot {slot}" if self.slot_names is None else self.slot_names[slot]
+    def _who(self, slot: int, unnamed: str = "slot") -> str:
+        return f"{unnamed} {slot}" if self.slot_names is None else self.slot_names[slot]
 
     def _refuse_rewards_not_finite(self, reward: np.ndarray, group_reward: np.ndarray) -> None:
         """Rewards are finite float32 numbers: a NaN, or a value past float32's range (a cost
@@ -658,8 +669,8 @@ class GroupEnv(ABC):
         bad = bad & self.alive
         if bad.any():
             e, a = np.argwhere(bad)[0]
-            who = f"agent {a}" if self.slot_names is None else self.slot_names[a]
-            raise ValueError(f"actions['{field}'] {what} for env {e}, {who} (episode step "
+            raise ValueError(f"actions['{field}'] {what} for env {e}, {self._who(a, 'agent')} "
+                             f"(episode step "
                              f"{int(self.t[e]) + 1})")
 
     # -- task hooks --

@@ -359,8 +359,6 @@ def _restart_episodes(core, idx, ended_again):
     the core already reset them when they ended, and has just stepped them with an ignored
     action). The episode index is kept, so the replayed start is the one the core drew."""
     core.episode[idx[ended_again]] -= 1  # the ignored step ended it again and moved on
-    core.alive[idx] = False  # as before any reset: _reset_envs sets the slots that act
-    core._reset_envs(idx)
-    core._restart_clock(idx)
+    core._start_episodes(idx)
     core._next_mask()  # the replayed start's legal actions, for the next step's check
     return core._observe(idx)

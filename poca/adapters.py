@@ -142,6 +142,24 @@ def _number(value, where: str) -> float:
     return number
 
 
+def slot_order(names) -> list:
+    """Agent names in the order their slots take: natural order (piston_2 before piston_10, so
+    the usual `name_<i>` lists keep their own order), not the env's list order, which for a
+    list built from a set follows string hashing and differs between processes (env workers,
+    a resume): the same seed must give the same run."""
+    return sorted(names, key=lambda name: [int(part) if i % 2 else part for i, part in
+                                           enumerate(re.split(r"(\d+)", str(name)))])
+
+
+def _same_sum(reward, own: float, paid: float) -> bool:
+    """`reward` is `own + paid` up to the rounding of the reward's own dtype (float32 for plain
+    numbers, as groupenvs' views add them), relative to the parts' sizes: parts that nearly
+    cancel leave a sum whose rounding is large next to itself."""
+    dtype = reward.dtype if isinstance(reward, (np.floating, np.ndarray)) else np.float32
+    eps = float(np.finfo(dtype if np.issubdtype(dtype, np.floating) else np.float32).eps)
+    return abs(float(reward) - (own + paid)) <= 4 * eps * (abs(own) + abs(paid)) + 1e-6
+
+
 def _flag(value, where: str) -> bool:
     if isinstance(value, np.ndarray) and value.shape == ():
         value = value.item()
@@ -154,8 +172,8 @@ def _flag(value, where: str) -> bool:
 class ParallelEnvGroup(GroupEnv):
     """`num_envs` copies of a PettingZoo ParallelEnv as one `GroupEnv`.
 
-    Agent slots are `possible_agents` in name order, or, with `max_agents`, are handed out in
-    order of appearance (in name order within a step) to agents whose names show up during an
+    Agent slots are `possible_agents` in `slot_order`, or, with `max_agents`, are handed out in
+    order of appearance (in `slot_order` within a step) to agents whose names show up during an
     episode (a slot is not reused within an
     episode). `alive` follows `agents`; each agent's reward is its individual reward, on the step
     it joins too (the trainer adds them up as the team reward); a copy's episode ends when
@@ -181,10 +199,8 @@ class ParallelEnvGroup(GroupEnv):
                              "one env and the episodes are garbage")
         first = self.copies[0]
         self.fixed_slots = max_agents is None
-        # slot i is names[i] in every copy (without max_agents), in name order: an env whose
-        # possible_agents come from a set lists them in hash order, which differs between
-        # processes (env workers, a resume), and the run must not
-        names = sorted(first.possible_agents, key=str)
+        # slot i is names[i] in every copy (without max_agents), see slot_order
+        names = slot_order(first.possible_agents)
         self._possible = names
         if not names:
             raise ValueError("the ParallelEnv has no possible_agents")
@@ -200,6 +216,8 @@ class ParallelEnvGroup(GroupEnv):
                          max_steps=NEVER if max_steps is None else check_int("max_steps",
                                                                               max_steps, 1))
         super().__init__(spec, num_envs)
+        # the core's errors name agents; checkpoints keep the names (a resume checks them)
+        self.slot_names = names if self.fixed_slots else None
         E = self.num_envs
         self.obs = [np.zeros((E, A, *o.shape), dtype=o.dtype) for o in obs_specs]
         self.mask = np.ones((E, A, sum(branches)), dtype=bool) if branches else None
@@ -299,11 +317,11 @@ class ParallelEnvGroup(GroupEnv):
         return slots[name]
 
     def _give_slots(self, e: int, names, where: str) -> None:
-        """Slots for agents new to the episode (with max_agents), in name order: the order of
+        """Slots for agents new to the episode (with max_agents), in `slot_order`: the order of
         the env's `agents` may differ between processes (names kept in a set iterate in hash
         order), and the run must not."""
         if not self.fixed_slots:
-            for name in sorted((n for n in names if n not in self.slots[e]), key=str):
+            for name in slot_order(n for n in names if n not in self.slots[e]):
                 self._slot_of(e, name, where)
 
     def _write(self, e: int, name: str, obs, info, where: str) -> None:
@@ -390,9 +408,9 @@ class ParallelEnvGroup(GroupEnv):
                                  f"PettingZoo ParallelEnv API), got {_describe(out)}")
             obs, infos = _dicts(out, ("observations", "infos"), where, "reset()")
             self._started[e] = True
-            if self.fixed_slots and sorted(env.possible_agents, key=str) != self._possible:
-                raise ValueError(f"{where}: possible_agents is "
-                                 f"{sorted(env.possible_agents, key=str)}, not "
+            possible = slot_order(env.possible_agents) if self.fixed_slots else None
+            if self.fixed_slots and possible != self._possible:
+                raise ValueError(f"{where}: possible_agents is {possible}, not "
                                  f"{self._possible} as when the run started (PettingZoo keeps "
                                  "it fixed); for environments whose agents change, give the "
                                  "most agents one episode can hold (--max-agents N, or "
@@ -430,8 +448,8 @@ class ParallelEnvGroup(GroupEnv):
             paid = _number(info["group_reward"], f"{field} infos['group_reward']")
             # the split must add up to what the env pays: a wrapper that changed the rewards
             # (scaled, negated, clipped) and not the infos would otherwise be silently undone
-            if name in rew and not math.isclose(got := _number(rew[name], f"{field} reward"),
-                                                own + paid, rel_tol=1e-5, abs_tol=1e-6):
+            got = _number(rew[name], f"{field} reward") if name in rew else None
+            if got is not None and not _same_sum(rew[name], own, paid):
                 raise ValueError(
                     f"{field} reward {got:g} is not infos['individual_reward'] + "
                     f"infos['group_reward'] ({own:g} + {paid:g}), the split poca learns from "
@@ -922,10 +940,13 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
     if params is not None and "num_envs" in params:
         _only_for_parallel_envs(name, max_agents, workers, max_episode_steps)
         env = factory(num_envs=num_envs, **env_kwargs)
-        if isinstance(env, GroupEnv):
-            _warn_unless_seeded(checked(env), name)
-            return env
-        raise TypeError(f"{name} returned {type(env).__name__}, not an envs.core.GroupEnv")
+        if not isinstance(env, GroupEnv):
+            raise TypeError(f"{name} returned {type(env).__name__}, not an envs.core.GroupEnv")
+        if env.num_envs != num_envs:  # the run's batch, rollout sizes and seeds assume it
+            raise ValueError(f"{name}(num_envs={num_envs}) returned a {type(env).__name__} of "
+                             f"{env.num_envs} envs: pass num_envs on to the task")
+        _warn_unless_seeded(checked(env), name)
+        return env
     if render_mode is not None:
         if params is not None and "render_mode" not in params and not any(
                 p.kind == p.VAR_KEYWORD for p in params.values()):
@@ -934,6 +955,11 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
                              "factory a render_mode parameter")
         env_kwargs = {**env_kwargs, "render_mode": render_mode}
     probe = factory(**env_kwargs)
+    if isinstance(probe, GroupEnv):  # e.g. def make(**kwargs): it cannot be asked for a batch
+        raise TypeError(f"{name} returned a GroupEnv ({type(probe).__name__}) but has no "
+                        "parameter named num_envs: a GroupEnv factory takes the batch size by "
+                        "that name (def make(num_envs, **kwargs)), so the trainer can ask for "
+                        "its batch")
     if not isinstance(probe, ParallelEnv):
         metadata = getattr(probe, "metadata", None)
         hint = "" if not isinstance(probe, AECEnv) else (
@@ -952,8 +978,10 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
     if workers:
         from poca.workers import WorkerEnvGroup
 
-        return WorkerEnvGroup(partial(factory, **env_kwargs), num_envs, workers, max_agents,
-                              max_episode_steps)
+        group = WorkerEnvGroup(partial(factory, **env_kwargs), num_envs, workers, max_agents,
+                               max_episode_steps)
+        group.slot_names = seen_through_adapter.slot_names
+        return group
     return ParallelEnvGroup(lambda: factory(**env_kwargs), num_envs, max_agents,
                             max_episode_steps)
 

@@ -175,6 +175,10 @@ def _check_fields(path: Path, state: dict) -> None:
     for i, obs in enumerate(state["spec"]["obs"]):
         if not isinstance(obs, dict) or any(k not in obs for k in OBS_FIELDS):
             fail(f"'spec.obs[{i}]' needs the fields {list(OBS_FIELDS)}")
+    names = state.get("slot_names")  # optional (older checkpoints have none)
+    if names is not None and not (isinstance(names, list)
+                                  and all(isinstance(n, str) for n in names)):
+        fail("'slot_names' must be a list of str")
     if not isinstance(state.get("max_agents"), (int, type(None))) or isinstance(
             state.get("max_agents"), bool):  # optional (older checkpoints have none)
         fail(f"'max_agents' is a {type(state['max_agents']).__name__}")
@@ -195,7 +199,7 @@ def trainer_state(trainer) -> dict:
     and plain values."""
     return {"config": trainer.config.to_dict(), "env_id": trainer.env_id,
             "env_kwargs": trainer.env_kwargs, "max_agents": trainer.max_agents,
-            "spec": spec_dict(trainer.spec),
+            "spec": spec_dict(trainer.spec), "slot_names": _slot_names(trainer.env),
             "actor": trainer.actor.state_dict(), "critic": trainer.critic.state_dict(),
             "optimizer": trainer.optimizer.state_dict(), "agent_steps": int(trainer.agent_steps),
             "updates": int(trainer.updates), "episodes": int(trainer.episodes),
@@ -221,10 +225,22 @@ def save_trainer(trainer, state: dict | None = None) -> Path:
     return path
 
 
+def _slot_names(env) -> list[str] | None:
+    """The agent of each slot, for envs whose slots are fixed names (PettingZoo envs without
+    max_agents); None otherwise."""
+    names = getattr(env, "slot_names", None)
+    return None if names is None else [str(name) for name in names]
+
+
 def restore(trainer, path: str | Path, state: dict | None = None) -> None:
     """Put the checkpoint at `path` into `trainer`: networks, optimizer, counters and random
     streams. `state`: that checkpoint when it was already read with `load`."""
     state = load(path, trainer.spec, state)  # read once, or only checked
+    saved, now = state.get("slot_names"), _slot_names(trainer.env)
+    if saved is not None and now is not None and saved != now:  # older checkpoints have none
+        raise CheckpointError(f"{path} was saved with the agents in slots {saved}; this env "
+                              f"puts them in {now}: the critic would read them in other "
+                              "slots (the absorbing critic in a fixed order)")
     put_back(trainer, state, path)
     trainer.last_checkpoint, trainer._saved_at = Path(path), trainer.agent_steps
     # resumed with another config (--force, a new max_steps): the run's end saves again, also

@@ -93,18 +93,31 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-# Numbers as YAML 1.2 reads them: PyYAML follows YAML 1.1, where `1:00` is 60 (base 60) and
-# `012` is 10 (octal), so `--set time_horizon=1:00` trained with 60; here those stay text (then
-# refused as not a number) and 012 is 12. 1e-3 is a float, as ML-Agents' files write it.
+# Numbers as YAML 1.2's core schema reads them: PyYAML follows YAML 1.1, where `1:00` is 60
+# (base 60) and `012` is 10 (octal), so `--set time_horizon=1:00` trained with 60; here `1:00`
+# stays text (then refused as not a number), 012 is 12, 0o17 and 0x1F are 15 and 31, and 1e-3 is
+# a float, as ML-Agents' files write it.
 _INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 _UniqueKeyLoader.yaml_implicit_resolvers = {
     first: [(tag, regex) for tag, regex in resolvers if tag not in (_INT, _FLOAT)]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_UniqueKeyLoader.add_implicit_resolver(_INT, re.compile(r"^[-+]?[0-9]+$"), list("-+0123456789"))
+_UniqueKeyLoader.add_implicit_resolver(
+    _INT, re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$"), list("-+0123456789"))
 _UniqueKeyLoader.add_implicit_resolver(
     _FLOAT, re.compile(r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$"
                        r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"), list("-+0123456789."))
-_UniqueKeyLoader.add_constructor(_INT, lambda loader, node: int(loader.construct_scalar(node)))
+
+
+def _yaml_int(loader, node) -> int:
+    text = loader.construct_scalar(node)
+    try:  # base 0 reads 0x and 0o, and refuses 012; decimal reads 012 as 12
+        return int(text, 0 if re.match(r"[-+]?0[xXoObB]", text) else 10)
+    except ValueError:  # `!!int abc`: named where it is, as PyYAML names its own errors
+        raise yaml.constructor.ConstructorError(None, None, f"{text!r} is not an integer",
+                                                node.start_mark) from None
+
+
+_UniqueKeyLoader.add_constructor(_INT, _yaml_int)
 
 
 @dataclass

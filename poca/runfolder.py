@@ -333,7 +333,7 @@ def resumed_config(saved: dict, config: POCAConfig | dict | None, env_id: str,
         changes.append(f"environment {saved['env_id']!r} -> {env_id!r}")
     if env_kwargs is not None and _plain(env_kwargs) != _plain(saved["env_kwargs"]):
         changes.append(f"env_kwargs {saved['env_kwargs']} -> {env_kwargs}")
-    own_slots = saved.get("max_agents")  # None: slots follow possible_agents
+    own_slots = saved.get("max_agents")  # None: slots are possible_agents (slot_order)
     # (checkpoints written before max_agents was saved take the one given)
     if "max_agents" in saved and max_agents is not None and max_agents != own_slots:
         changes.append(f"max_agents {own_slots} -> {max_agents}")

@@ -308,6 +308,26 @@ def test_rewards_that_disagree_with_the_infos_split_are_an_error_not_undone():
         env.step(act(env))
 
 
+def test_the_split_check_allows_rounding_of_the_rewards_own_dtype():
+    """Parts that nearly cancel leave a float32 sum whose rounding is large next to itself;
+    a float16 reward rounds more still. Neither is a changed reward."""
+    from poca.adapters import _same_sum
+
+    assert _same_sum(np.float32(100.1) + np.float32(-100.0), 100.1, -100.0)
+    assert _same_sum(np.float16(0.3) + np.float16(0.1), 0.3, 0.1)
+    assert _same_sum(1.3, 0.3, 1.0) and _same_sum(2, 1, 1)
+    assert not _same_sum(-1.3, 0.3, 1.0) and not _same_sum(130.0, 0.3, 1.0)
+    assert not _same_sum(np.float32(1.31), 0.3, 1.0)
+
+
+def test_slot_order_is_natural_so_numbered_names_keep_their_order():
+    from poca.adapters import slot_order
+
+    pistons = [f"piston_{i}" for i in range(12)]
+    assert slot_order(reversed(pistons)) == pistons
+    assert slot_order(["b", "a_10", "a_9", 3, "a"]) == [3, "a", "a_9", "a_10", "b"]
+
+
 def test_different_group_rewards_in_one_step_are_an_error():
     env = ParallelEnvGroup(TwoGroupRewards)
     env.reset(seed=0)
@@ -1052,6 +1072,19 @@ def test_a_factory_that_returns_one_env_for_every_copy_is_refused():
                                          "copies: it must build a new env on each call"):
         make_env(lambda: shared, 4)
     assert make_env(lambda: shared, 1).num_envs == 1
+
+
+def test_a_groupenv_factory_must_take_num_envs_by_name_and_heed_it():
+    """A factory taking **kwargs was told it returned no GroupEnv (it did); one that ignored
+    num_envs trained on another batch size than the run's, silently."""
+    from envs.goal import GoalGroup
+
+    with pytest.raises(TypeError, match="returned a GroupEnv \\(GoalGroup\\) but has no "
+                                        "parameter named num_envs"):
+        make_env(lambda **kwargs: GoalGroup(**kwargs), 4)
+    with pytest.raises(ValueError, match="returned a GoalGroup of 3 envs: pass num_envs on"):
+        make_env(lambda num_envs: GoalGroup(3), 8)
+    assert make_env(lambda num_envs, **kw: GoalGroup(num_envs, **kw), 8).num_envs == 8
 
 
 class Growing(Leaving):

@@ -255,19 +255,33 @@ def test_the_summary_median_counts_never_reached_seeds_as_strict_does():
                                                record(2, None)], {})[-1]
 
 
-def test_ctrl_c_of_the_break_matrix_stops_without_a_traceback(monkeypatch, capsys, tmp_path):
+@pytest.mark.parametrize("child_got_it", [True, False])
+def test_ctrl_c_of_the_break_matrix_stops_without_a_traceback(child_got_it, monkeypatch,
+                                                               capsys, tmp_path):
+    """A terminal's Ctrl-C reaches pytest too; one sent to the matrix alone is passed on."""
     import benchmarks.breaks as breaks
 
     class Interrupted:
         def __init__(self, cmd):
-            self.waits = 0
+            self.waits, self.signals = 0, []
+            children.append(self)
 
         def wait(self, timeout=None):
             self.waits += 1
             if self.waits == 1:
                 raise KeyboardInterrupt
+            if not (child_got_it or self.signals):
+                raise subprocess.TimeoutExpired("pytest", timeout)
             return 2  # pytest's own status after its Ctrl-C
 
+        def send_signal(self, number):
+            self.signals.append(number)
+
+        def kill(self):
+            raise AssertionError("killed")
+
+    children = []
     monkeypatch.setattr(breaks.subprocess, "Popen", Interrupted)
     assert breaks.main(["--breaks", "sign", "--report", str(tmp_path)]) == 130
     assert "interrupted during break none: stopped, no matrix" in capsys.readouterr().err
+    assert children[0].signals == ([] if child_got_it else [breaks.signal.SIGINT])

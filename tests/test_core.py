@@ -756,8 +756,20 @@ def test_a_task_taking_kwargs_gets_its_arguments_through_every_view():
     assert GroupGymEnv(Sized, size=3).core.size == 3
     assert GroupParallelEnv(Sized, size=3).core.size == 3
     assert GroupVectorEnv(Sized, num_envs=2, size=3).core.size == 3
-    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+    with pytest.raises(TypeError, match=r"Sized got unknown argument\(s\) \['bogus'\]; valid: "
+                                        r"\['render_mode', 'flat', 'size'\]"):
         GroupGymEnv(Sized, bogus=1)
+
+    from envs.goal import GoalGroup
+
+    class MyGoal(GoalGroup):
+        def __init__(self, num_envs=1, **kwargs):
+            super().__init__(num_envs, **kwargs)
+
+    assert GroupParallelEnv(MyGoal, num_agents=3).core.spec.num_agents == 3
+    with pytest.raises(TypeError, match=r"MyGoal got unknown argument\(s\) \['num_agent'\]; "
+                                        r"valid: \[.*'num_agents'"):  # its base's, named
+        GroupParallelEnv(MyGoal, num_agent=3)
 
 
 def test_reset_after_close_raises_also_when_the_next_start_is_at_hand():

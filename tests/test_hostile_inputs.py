@@ -976,6 +976,7 @@ def test_numbers_read_as_yaml_1_2_not_base_60_or_octal(tmp_path):
     with pytest.raises(ValueError, match="time_horizon must be int, got '1:00'"):
         POCAConfig().override(dict([_assignment("time_horizon=1:00")]))
     assert POCAConfig().override(dict([_assignment("time_horizon=012")])).time_horizon == 12
+    assert POCAConfig().override(dict([_assignment("time_horizon=0x1F")])).time_horizon == 31
     path = tmp_path / "c.yaml"
     path.write_text("behaviors:\n  Goal:\n    time_horizon: 012\n    max_steps: 5e4\n"
                     "    hyperparameters:\n      learning_rate: 1e-3\n")

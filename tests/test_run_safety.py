@@ -353,6 +353,25 @@ def spawning(render_mode=None):
     return env
 
 
+def test_a_resume_refuses_agents_in_other_slots_than_the_run_saved(tmp_path):
+    """A run saved before slots were put in name order, or an env whose agents changed names:
+    the absorbing critic would read them in other slots, silently."""
+    run = tmp_path / "run"
+    train("tests.test_adapters:Leaving", small_config(), run_dir=run)
+    latest = run / "checkpoints" / "latest.pt"
+    state = checkpoint.load(latest)
+    assert state["slot_names"] == ["a_0", "a_1", "a_2"]
+    checkpoint.save(latest, {**state, "slot_names": ["a_2", "a_0", "a_1"]})
+    with pytest.raises(checkpoint.CheckpointError, match=r"saved with the agents in slots "
+                       r"\['a_2', 'a_0', 'a_1'\]; this env puts them in \['a_0', 'a_1', 'a_2'\]"):
+        train("tests.test_adapters:Leaving", small_config(max_steps=900), run_dir=run,
+              resume=True)
+    del state["slot_names"]  # a checkpoint from before slot names were kept
+    checkpoint.save(latest, state)
+    assert train("tests.test_adapters:Leaving", small_config(max_steps=900), run_dir=run,
+                 resume=True).agent_steps >= 900
+
+
 def test_max_agents_stays_with_the_run(tmp_path, monkeypatch, capsys):
     """The slots a run was trained with are saved: eval, play and resume make the env so
     without --max-agents again, and a resume that changes them is refused without --force."""

@@ -135,7 +135,7 @@ def test_bad_actions_are_refused_in_the_trainers_process_naming_the_copy():
         env.reset(seed=0)
         act = np.zeros((5, 2, 1), np.int64)
         act[4, 1] = 7
-        with pytest.raises(ValueError, match="for env 4, agent 1"):
+        with pytest.raises(ValueError, match="for env 4, agent_1 "):
             env.step({"discrete": act})
     finally:
         env.close()
@@ -161,7 +161,7 @@ def test_masked_actions_are_refused_naming_the_copy_of_the_whole_batch():
         act = np.ones((5, 2, 1), np.int64)
         act[4, 1] = 0  # copy 4 runs in worker 1, where it is that worker's copy 1
         with pytest.raises(ValueError, match=r"not allowed by the action_mask \(allowed there: "
-                                             r"\[1\]\) for env 4, agent 1"):
+                                             r"\[1\]\) for env 4, b "):
             env.step({"discrete": act})
     finally:
         env.close()
