@@ -530,8 +530,8 @@ class GroupEnv(ABC):
     def _refuse_end_flags(self, stays: np.ndarray, stray: np.ndarray | None,
                           unflagged: np.ndarray, terminated: np.ndarray) -> None:
         """An agent flagged terminated or truncated left in the step (`stays`: still alive
-        after it), one flagged truncated was in it (`stray`: no agent before it), and one that
-        left carries a flag (`unflagged`: alive before the step, not after, neither flag).
+        after it), one flagged truncated was not in it (`stray`: no agent before it), and one
+        left it without a flag (`unflagged`: alive before the step, not after, neither flag).
         Otherwise the views disagree: the PettingZoo view would list an agent that ended, or
         drop one with no end (PettingZoo's contract: every agent leaves with a flag), a group
         emptied without a flag would play on to its time limit, and a stray truncated flag on
