@@ -223,8 +223,10 @@ def check_kwargs(cls: type, kwargs: dict, view_args: tuple[str, ...] = (),
             break
     unknown = sorted(set(kwargs) - set(task_args))
     if unknown and not open_ended:  # with **kwargs to the end, the task checks them itself
-        raise TypeError(f"{cls.__name__} got unknown argument(s) {unknown}; valid: "
-                        f"{[*view_args, *task_args]}{hint}")
+        # Python's own wording first: clients such as TorchRL's GymEnv retry without an
+        # argument they pass to every env (frameskip) when the error says so
+        raise TypeError(f"{cls.__name__} got an unexpected keyword argument {unknown[0]!r}: "
+                        f"unknown argument(s) {unknown}; valid: {[*view_args, *task_args]}{hint}")
 
 
 def check_int(name: str, value, low: int, high: int | None = None) -> int:

@@ -177,9 +177,9 @@ def _play(args) -> int:
     # module:factory envs are made with render_mode="rgb_array"; copy 0 is shown
     env = make_env(args.env_id, 1, _env_kwargs(args, state), _max_agents(args, state),
                    render_mode="rgb_array", max_episode_steps=args.max_episode_steps)
-    name, other = _scores(env.pays_group_reward)
-
     def episode_done(i: int, group: float, team: float) -> None:  # as each ends
+        # a PettingZoo env shows whether it pays a group reward in its infos: known by now
+        name, other = _scores(env.pays_group_reward)
         scores = {"group return": group, "team return": team}
         print(f"episode {i}: {name} {scores[name]:+.3f}; {_named(other)} {scores[other]:+.3f}",
               flush=True)

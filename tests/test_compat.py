@@ -175,6 +175,16 @@ def test_readme_torchrl_rollout():
     assert rollout.batch_size == (1000,) and rollout["next", "done"].sum() > 10
 
 
+def test_torchrl_gymenv_builds_the_gymnasium_ids():
+    """TorchRL's GymEnv passes frameskip to every env and drops it only when the error says
+    Python's 'unexpected keyword argument' (our own wording made it re-raise)."""
+    pytest.importorskip("torchrl")
+    from torchrl.envs import GymEnv
+
+    env = GymEnv("groupenvs/Goal-v0", flat=True)
+    assert env.rollout(5, break_when_any_done=False).batch_size == (5,)
+
+
 @pytest.mark.filterwarnings(TORCHRL_WARNING)
 @pytest.mark.parametrize("death_mode", ["remove", "absorb"])
 def test_torchrl_episodes_are_the_groups_episodes(death_mode):

@@ -756,7 +756,8 @@ def test_a_task_taking_kwargs_gets_its_arguments_through_every_view():
     assert GroupGymEnv(Sized, size=3).core.size == 3
     assert GroupParallelEnv(Sized, size=3).core.size == 3
     assert GroupVectorEnv(Sized, num_envs=2, size=3).core.size == 3
-    with pytest.raises(TypeError, match=r"Sized got unknown argument\(s\) \['bogus'\]; valid: "
+    with pytest.raises(TypeError, match=r"Sized got an unexpected keyword argument 'bogus': "
+                                        r"unknown argument\(s\) \['bogus'\]; valid: "
                                         r"\['render_mode', 'flat', 'size'\]"):
         GroupGymEnv(Sized, bogus=1)
 
@@ -767,7 +768,8 @@ def test_a_task_taking_kwargs_gets_its_arguments_through_every_view():
             super().__init__(num_envs, **kwargs)
 
     assert GroupParallelEnv(MyGoal, num_agents=3).core.spec.num_agents == 3
-    with pytest.raises(TypeError, match=r"MyGoal got unknown argument\(s\) \['num_agent'\]; "
+    with pytest.raises(TypeError, match=r"MyGoal got an unexpected keyword argument 'num_agent': "
+                                        r"unknown argument\(s\) \['num_agent'\]; "
                                         r"valid: \[.*'num_agents'"):  # its base's, named
         GroupParallelEnv(MyGoal, num_agent=3)
 

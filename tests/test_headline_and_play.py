@@ -308,3 +308,19 @@ def test_play_deterministic_plays_what_eval_deterministic_scores(tmp_path, capsy
         if flags:
             assert played[True][0] == pytest.approx(scored[0], abs=1e-3)
     assert len(played[True]) == 6 and played[True] != played[False]
+
+
+def test_play_of_a_pettingzoo_env_paying_a_group_reward_leads_with_it(tmp_path, capsys):
+    """The adapter learns that an env pays a group reward from its infos, at a reset: play
+    read it before any, and led with the team return where eval led with the group's."""
+    pytest.importorskip("PIL")
+    from poca.trainer import train
+
+    factory, kwargs = "envs.pettingzoo:parallel_env", ["--env-kwargs", '{"task": "Goal-v0"}']
+    run = tmp_path / "run"
+    train(factory, "goal", {"task": "Goal-v0"}, run_dir=run, until=lambda trainer: True)
+    latest = str(run / "checkpoints" / "latest.pt")
+    assert main(["play", factory, *kwargs, "--checkpoint", latest, "--episodes", "2",
+                 "--record", str(tmp_path / "x.gif")]) == 0
+    assert re.search(r"episode 0: group return [+-]\d+\.\d{3}; team return",
+                     capsys.readouterr().out)

@@ -470,7 +470,7 @@ CLI_CASES = [  # (argv after "train", fragment)
     (["Goal-v0", "--set", "keep_checkpoints=-1"], "keep_checkpoints must be >= 0 (0: keep all, "
                                                   "as in ML-Agents), got -1"),
     (["Goal-v0", "--num-envs", "0"], "num_envs must be > 0, got 0"),
-    (["Goal-v0", "--env-kwargs", '{"bogus": 1}'], "got unknown argument(s) ['bogus']"),
+    (["Goal-v0", "--env-kwargs", '{"bogus": 1}'], "unknown argument(s) ['bogus']"),
     (["os:getcwd"], "os:getcwd returned str; expected a PettingZoo ParallelEnv"),
     (["hostile_import_error_wt14:make"], "importing 'hostile_import_error_wt14' failed: "
                                          "ZeroDivisionError: division by zero ("),

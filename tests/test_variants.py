@@ -198,7 +198,8 @@ def test_keyboard_play_steers_agent_0_with_each_tasks_moves(monkeypatch, task, h
     # conftest runs pygame with SDL_VIDEODRIVER=dummy: a window would silently show nothing
     (["Goal-v0", "--render", "human"], "--render human needs a display, but SDL_VIDEODRIVER"),
     (["Goal-v0", "--render", "rgb_array", "--save", "{file}"], "File exists"),
-    (["Goal-v0", "--env-kwargs", '{"bogus": 3}'], "GoalGroup got unknown argument(s) ['bogus']"),
+    (["Goal-v0", "--env-kwargs", '{"bogus": 3}'],
+     "GoalGroup got an unexpected keyword argument 'bogus': unknown argument(s) ['bogus']"),
     (["Goal-v0", "--seed", "-1"], "--seed must be in [0, "),
     (["Goal-v0", "--env-kwargs", '{"render_mode": "human"}'], "give the render mode with "
                                                               "--render"),
