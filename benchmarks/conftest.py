@@ -6,13 +6,18 @@ import json
 import math
 import re
 import statistics
-import time
-import uuid
 from pathlib import Path
 
 import pytest
 
 BASELINE = Path(__file__).with_name("baseline.json")
+# Each test reports its records in its report's user_properties, as JSON (what xdist carries to
+# the controller): the summary and --bench-strict judge this session's own, whatever another
+# session writes into the same report folder meanwhile (it may replace the files).
+RECORD_PROPERTY, THIRD_PARTY_PROPERTY, PAPER_PROPERTY = (
+    "bench_record", "third_party_record", "paper_table")
+_REPORTED: dict[str, list[dict]] = {RECORD_PROPERTY: [], THIRD_PARTY_PROPERTY: [],
+                                    PAPER_PROPERTY: []}
 STRICT_FACTOR = 2.0  # --bench-strict: median steps-to-threshold at most this x the baseline
 
 
@@ -108,50 +113,11 @@ def break_name(request) -> str | None:
     return request.config.getoption("break_name")
 
 
-def pytest_sessionstart(session):
-    session.config._bench_started = time.time()
-
-
-def pytest_configure(config):
-    """One id per pytest run, shared with its xdist workers and written into each learning
-    record: the summary reads only this run's, not those another run (a sweep, a second pytest)
-    writes into the same folder meanwhile."""
-    worker = getattr(config, "workerinput", None)
-    config._bench_run = worker["bench_run"] if worker else uuid.uuid4().hex
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node):  # pytest-xdist: each worker gets the run's id
-    node.workerinput["bench_run"] = node.config._bench_run
-
-
-@pytest.fixture(scope="session")
-def bench_run(request) -> str:
-    return request.config._bench_run
-
-
-def _session_records(folder: Path, config, fields: tuple[str, ...]) -> list[dict]:
-    """The JSON records in `folder` that this session wrote: others there (an earlier session,
-    another tool's output in the same folder) are left out, not read as ours."""
-    started, mine = getattr(config, "_bench_started", 0), getattr(config, "_bench_run", None)
-    records = []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
-        try:
-            record = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(record, dict) and all(f in record for f in fields) and \
-                isinstance(record["finished_at"], (int, float)) and \
-                record["finished_at"] >= started and \
-                record.get("run", mine) == mine:
-            records.append(record)
-    return records
-
-
-def _records(config) -> list[dict]:
-    return _session_records(Path(config.getoption("--bench-report")), config,
-                            ("case", "finished_at", "passed", "steps_to_threshold", "budget",
-                             "final_return", "wall_seconds", "agent_steps_per_s"))
+def pytest_runtest_logreport(report):
+    if report.when == "call":
+        for name, value in report.user_properties:
+            if name in _REPORTED:
+                _REPORTED[name].append(json.loads(value))
 
 
 def _by_case(records: list[dict]) -> dict[str, list[dict]]:
@@ -186,28 +152,23 @@ def _too_slow(records: list[dict], baseline: dict) -> dict[str, float]:
 def pytest_sessionfinish(session, exitstatus):
     if session.config.getoption("--bench-strict") and not hasattr(session.config, "workerinput"):
         baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}
-        if _too_slow(_records(session.config), baseline) and exitstatus == 0:
+        if _too_slow(_REPORTED[RECORD_PROPERTY], baseline) and exitstatus == 0:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    started = getattr(config, "_bench_started", 0)
-    third = _session_records(Path(config.getoption("--bench-report")) / "third-party", config,
-                             ("case", "method", "seed", "finished_at", "final_team_return",
-                              "budget", "train_wall_s"))
+    third = _REPORTED[THIRD_PARTY_PROPERTY]
     if third:
         from benchmarks.third_party import table
 
         terminalreporter.write_line("")
         for line in table(third).splitlines():
             terminalreporter.write_line(line)
-    paper = Path(config.getoption("--bench-report")) / "paper"
-    for path in sorted(paper.glob("*.md")) if paper.is_dir() else []:
-        if path.stat().st_mtime >= started:  # written by test_paper.py in this session
-            terminalreporter.write_line(f"\n{path.stem}: POCA (attention) vs independent")
-            for line in path.read_text().splitlines():
-                terminalreporter.write_line(line)
-    records = _records(config)
+    for paper in _REPORTED[PAPER_PROPERTY]:
+        terminalreporter.write_line(f"\n{paper['case']}: POCA (attention) vs independent")
+        for line in paper["table"].splitlines():
+            terminalreporter.write_line(line)
+    records = _REPORTED[RECORD_PROPERTY]
     if not records:
         return
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else {}

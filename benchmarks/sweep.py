@@ -17,7 +17,6 @@ import argparse
 import dataclasses
 import json
 import sys
-import uuid
 from pathlib import Path
 
 from benchmarks.breaks import BREAKS
@@ -78,11 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     args.report.mkdir(parents=True, exist_ok=True)
     written = {}  # as each run finishes, so a sweep stopped later keeps them
 
-    run = f"sweep-{uuid.uuid4().hex}"  # its records are no pytest run's
-
     def write(record: dict) -> None:
         written[record["case"], record["seed"]] = write_record(BY_ID[record["case"]], record,
-                                                               args.report, run)
+                                                               args.report)
 
     try:
         map_runs(one_run, jobs, args.workers, args.ray, done=write)

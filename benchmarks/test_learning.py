@@ -18,6 +18,7 @@ import torch
 
 from benchmarks.breaks import applied
 from benchmarks.cases import CASES, EVAL_SEED, Case
+from benchmarks.conftest import RECORD_PROPERTY
 from poca.adapters import make_env
 from poca.config import POCAConfig
 from poca.curves import steps_to_threshold
@@ -113,12 +114,12 @@ def write_curve(path, log) -> None:
         rows.writerows(log)
 
 
-def write_record(case: Case, record: dict, report_dir, run: str | None = None) -> dict:
+def write_record(case: Case, record: dict, report_dir) -> dict:
     """`<case>-seed<s>.json` (the record without its episode log), the training curve as
     `<case>-seed<s>-curve.csv` (agent_steps, group_return per episode) and, with matplotlib,
     as a PNG; under a break `<case>-seed<s>-break-<name>`, so that a broken run never
     overwrites an unbroken one's record in the same folder."""
-    record = dict(record) | ({"run": run} if run else {})  # the id of the run that wrote it
+    record = dict(record)
     log = record.pop("episode_log")
     name = f"{case.id}-seed{record['seed']}" + (f"-break-{record['break']}"
                                                  if record.get("break") else "")
@@ -136,8 +137,9 @@ def _marks(case: Case) -> list:
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=_marks(c)) for c in CASES])
-def test_final_policy_reaches_threshold(case: Case, seed: int, report_dir, break_name, bench_run):
-    record = write_record(case, run_case(case, seed, break_name), report_dir, bench_run)
+def test_final_policy_reaches_threshold(case: Case, seed: int, report_dir, break_name, request):
+    record = write_record(case, run_case(case, seed, break_name), report_dir)
+    request.node.user_properties.append((RECORD_PROPERTY, json.dumps(record)))  # conftest.py
     assert record["passed"], (
         f"{case.id} (seed {seed}): the final policy's mean group return over "
         f"{record['eval_episodes']} fresh episodes is {record['final_return']:+.3f} < "

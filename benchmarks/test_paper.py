@@ -15,6 +15,7 @@ import json
 import pytest
 
 from benchmarks.cases import CASES
+from benchmarks.conftest import PAPER_PROPERTY
 from benchmarks.test_learning import run_case, write_curve
 from benchmarks.third_party import clearly_above
 from poca import compare
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.paper
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.beats_independent], ids=lambda c: c.id)
-def test_poca_beats_independent(case, paper_seeds, report_dir, break_name):
+def test_poca_beats_independent(case, paper_seeds, report_dir, break_name, request):
     independent = dataclasses.replace(case, id=f"{case.id}-independent",
                                       overrides={**case.overrides, "critic": "independent"})
     folder = report_dir / "paper"
@@ -42,7 +43,10 @@ def test_poca_beats_independent(case, paper_seeds, report_dir, break_name):
                          "score": "group return", "final_return": record["final_return"],
                          "steps_to_threshold": record["steps_to_threshold"],
                          "agent_steps": record["agent_steps"], "wall_s": record["wall_seconds"]})
-    (folder / f"{case.id}.md").write_text(compare.table(runs, case.threshold) + "\n")
+    table = compare.table(runs, case.threshold)
+    (folder / f"{case.id}.md").write_text(table + "\n")
+    request.node.user_properties.append((PAPER_PROPERTY, json.dumps({"case": case.id,
+                                                                      "table": table})))
     compare.plot(runs, folder / f"{case.id}.png")
     summary = (f"{case.id}: final return per seed, POCA {finals['attention']}, "
                f"independent {finals['independent']}")

@@ -10,13 +10,14 @@ import json
 
 import pytest
 
+from benchmarks.conftest import THIRD_PARTY_PROPERTY
 from benchmarks.third_party import CASES, METHODS, clearly_above, measure, table
 
 pytestmark = pytest.mark.third_party
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
-def test_poca_clearly_beats_random_and_independent(case, third_party_seeds, report_dir):
+def test_poca_clearly_beats_random_and_independent(case, third_party_seeds, report_dir, request):
     pytest.importorskip(case.module, reason=f"{case.module} is not installed "
                                             '(pip install -e ".[thirdparty]")')
     folder = report_dir / "third-party"
@@ -28,6 +29,7 @@ def test_poca_clearly_beats_random_and_independent(case, third_party_seeds, repo
             records.append(record)
             (folder / f"{case.id}-{method}-seed{seed}.json").write_text(
                 json.dumps(record, indent=1))
+            request.node.user_properties.append((THIRD_PARTY_PROPERTY, json.dumps(record)))
     summary = table(records)
     (folder / f"{case.id}.md").write_text(summary + "\n")
     finals = {m: [r["final_team_return"] for r in records if r["method"] == m] for m in METHODS}

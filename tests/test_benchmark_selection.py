@@ -106,25 +106,6 @@ def test_seed_counts_below_one_are_refused_not_a_green_run_of_nothing(flag):
     assert f"argument {flag}: must be at least 1, got 0" in out.stderr
 
 
-def test_the_summary_reads_only_this_sessions_records(tmp_path):
-    """Other JSON in the report folder (a `poca compare --out` folder, notes, an earlier
-    session, a half-written file) is left out instead of crashing the closing summary."""
-    import json
-    import types
-
-    from benchmarks.conftest import _session_records
-
-    ours = {"case": "simple-discrete", "finished_at": 200.0, "passed": True}
-    for name, content in {"ours": ours, "older": {**ours, "finished_at": 50.0},
-                          "notes": {"hello": 1}, "list": [1, 2],
-                          "stamp": {**ours, "finished_at": "yesterday"}}.items():
-        (tmp_path / f"{name}.json").write_text(json.dumps(content))
-    (tmp_path / "half.json").write_text('{"case": "simple-')
-    config = types.SimpleNamespace(_bench_started=100.0)
-    assert _session_records(tmp_path, config, ("case", "finished_at", "passed")) == [ours]
-    assert _session_records(tmp_path / "absent", config, ("case",)) == []
-
-
 def test_bench_strict_counts_a_seed_that_never_reached_the_threshold_as_too_slow():
     """Counted as its budget, a never-reached seed could not fail a case whose budget is under
     2x its baseline (visual-1: budget 3,000, baseline 1,720), however slow the trainer."""
@@ -206,21 +187,6 @@ def test_a_sweep_stopped_by_ctrl_c_prints_the_runs_that_finished(monkeypatch, tm
     assert "simple-discrete" in out and " 1/1 " in out
 
 
-def test_the_summary_reads_only_the_records_its_own_run_wrote(tmp_path):
-    """A sweep (or a second pytest) writing into the same folder meanwhile is not this run's."""
-    import json
-    import types
-
-    from benchmarks.conftest import _session_records
-
-    config = types.SimpleNamespace(_bench_started=100.0, _bench_run="mine")
-    for name, run in (("a", "mine"), ("b", "sweep-x"), ("c", None)):
-        record = {"case": name, "finished_at": 200.0} | ({"run": run} if run else {})
-        (tmp_path / f"{name}.json").write_text(json.dumps(record))
-    kept = _session_records(tmp_path, config, ("case", "finished_at"))
-    assert sorted(r["case"] for r in kept) == ["a", "c"]  # c: written by a writer without ids
-
-
 def test_a_record_keeps_its_curve_and_the_commit_it_measured(tmp_path):
     """Without matplotlib the curve used to be lost; the commit says which code was measured."""
     import csv
@@ -285,3 +251,23 @@ def test_ctrl_c_of_the_break_matrix_stops_without_a_traceback(child_got_it, monk
     assert breaks.main(["--breaks", "sign", "--report", str(tmp_path)]) == 130
     assert "interrupted during break none: stopped, no matrix" in capsys.readouterr().err
     assert children[0].signals == ([] if child_got_it else [breaks.signal.SIGINT])
+
+
+def test_the_summary_judges_the_records_its_tests_reported_not_the_files(monkeypatch):
+    """A second session writing into the same report folder replaced this one's record files,
+    and --bench-strict passed on a case it then never saw."""
+    import json
+    import types
+
+    import benchmarks.conftest as conftest
+
+    reported = {name: [] for name in conftest._REPORTED}
+    monkeypatch.setattr(conftest, "_REPORTED", reported)
+    record = {"case": "c", "seed": 0, "steps_to_threshold": None}
+    for when in ("setup", "call", "teardown"):
+        conftest.pytest_runtest_logreport(types.SimpleNamespace(
+            when=when, user_properties=[(conftest.RECORD_PROPERTY, json.dumps(record)),
+                                        ("other", 1)]))
+    assert reported[conftest.RECORD_PROPERTY] == [record]
+    assert conftest._too_slow(reported[conftest.RECORD_PROPERTY],
+                              {"c": {"steps_to_threshold": 100}}) == {"c": float("inf")}
