@@ -168,14 +168,21 @@ def main(argv: list[str] | None = None) -> int:
                                                    "case's own)")
     parser.add_argument("--report", type=Path, default=Path("bench-results/third-party"))
     args = parser.parse_args(argv)
+    ids, methods = [c for c in args.cases.split(",") if c], args.methods.split(",")
+    for what, given, known in (("cases", ids, list(BY_ID)), ("methods", methods, METHODS)):
+        unknown = [x for x in given if x not in known]
+        if unknown or not given:
+            parser.error(f"--{what}: unknown {unknown or given}; known: {list(known)}")
+    if args.seeds < 1 or (args.budget is not None and args.budget < 1):
+        parser.error("--seeds and --budget must be at least 1")
     args.report.mkdir(parents=True, exist_ok=True)
     records = []
-    for case_id in args.cases.split(","):
+    for case_id in ids:
         case = BY_ID[case_id]
         if args.budget:
             case = dataclasses.replace(case, budget=args.budget)
         for seed in range(args.seeds):
-            for method in args.methods.split(","):
+            for method in methods:
                 record = measure(case, method, seed)
                 records.append(record)
                 (args.report / f"{case.id}-{method}-seed{seed}.json").write_text(

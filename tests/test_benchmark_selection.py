@@ -271,3 +271,16 @@ def test_the_summary_judges_the_records_its_tests_reported_not_the_files(monkeyp
     assert reported[conftest.RECORD_PROPERTY] == [record]
     assert conftest._too_slow(reported[conftest.RECORD_PROPERTY],
                               {"c": {"steps_to_threshold": 100}}) == {"c": float("inf")}
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["--cases", "sisl-persuit"], "--cases: unknown ['sisl-persuit']"),
+    (["--methods", "attention,indep"], "--methods: unknown ['indep']"),
+    (["--seeds", "0"], "--seeds and --budget must be at least 1")])
+def test_the_third_party_script_refuses_unknown_names_as_a_usage_error(argv, fragment, capsys):
+    """A typo in --cases was a KeyError traceback after the report folder was made."""
+    from benchmarks.third_party import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2 and fragment in capsys.readouterr().err
