@@ -113,6 +113,11 @@ def break_name(request) -> str | None:
     return request.config.getoption("break_name")
 
 
+def pytest_sessionstart(session):
+    for reported in _REPORTED.values():  # a second session in one process starts afresh
+        reported.clear()
+
+
 def pytest_runtest_logreport(report):
     if report.when == "call":
         for name, value in report.user_properties:

@@ -21,6 +21,7 @@ returns here run to -100). The README's third-party section gives what each of t
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import statistics
 import time
@@ -168,13 +169,21 @@ def main(argv: list[str] | None = None) -> int:
                                                    "case's own)")
     parser.add_argument("--report", type=Path, default=Path("bench-results/third-party"))
     args = parser.parse_args(argv)
-    ids, methods = [c for c in args.cases.split(",") if c], args.methods.split(",")
+    ids, methods = ([*dict.fromkeys(x for x in text.split(",") if x)]  # in order, once each
+                    for text in (args.cases, args.methods))
     for what, given, known in (("cases", ids, list(BY_ID)), ("methods", methods, METHODS)):
         unknown = [x for x in given if x not in known]
         if unknown or not given:
-            parser.error(f"--{what}: unknown {unknown or given}; known: {list(known)}")
+            parser.error(f"--{what}: " + (f"unknown {unknown}" if unknown else "names none")
+                         + f"; known: {list(known)}")
     if args.seeds < 1 or (args.budget is not None and args.budget < 1):
         parser.error("--seeds and --budget must be at least 1")
+    for case_id in ids:  # before anything is written: a missing package is a usage error too
+        try:
+            importlib.import_module(BY_ID[case_id].module)
+        except ImportError as err:
+            parser.error(f"{case_id}: cannot import {BY_ID[case_id].module}: {err} "
+                         '(pip install -e ".[thirdparty]")')
     args.report.mkdir(parents=True, exist_ok=True)
     records = []
     for case_id in ids:

@@ -147,8 +147,9 @@ def slot_order(names) -> list:
     the usual `name_<i>` lists keep their own order), not the env's list order, which for a
     list built from a set follows string hashing and differs between processes (env workers,
     a resume): the same seed must give the same run."""
-    return sorted(names, key=lambda name: [int(part) if i % 2 else part for i, part in
-                                           enumerate(re.split(r"(\d+)", str(name)))])
+    return sorted(names, key=lambda name: ([int(part) if i % 2 else part for i, part in
+                                            enumerate(re.split(r"(\d+)", str(name)))],
+                                           str(name), type(name).__name__))  # ties: a01, a1
 
 
 def _same_sum(reward, own: float, paid: float) -> bool:
@@ -978,10 +979,8 @@ def _from_factory(factory, num_envs, env_kwargs, max_agents, name, render_mode=N
     if workers:
         from poca.workers import WorkerEnvGroup
 
-        group = WorkerEnvGroup(partial(factory, **env_kwargs), num_envs, workers, max_agents,
-                               max_episode_steps)
-        group.slot_names = seen_through_adapter.slot_names
-        return group
+        return WorkerEnvGroup(partial(factory, **env_kwargs), num_envs, workers, max_agents,
+                              max_episode_steps)
     return ParallelEnvGroup(lambda: factory(**env_kwargs), num_envs, max_agents,
                             max_episode_steps)
 

@@ -240,7 +240,8 @@ def restore(trainer, path: str | Path, state: dict | None = None) -> None:
     if saved is not None and now is not None and saved != now:  # older checkpoints have none
         raise CheckpointError(f"{path} was saved with the agents in slots {saved}; this env "
                               f"puts them in {now}: the critic would read them in other "
-                              "slots (the absorbing critic in a fixed order)")
+                              "slots (the absorbing critic in a fixed order); pass --force "
+                              "(force=True) to resume anyway")
     put_back(trainer, state, path)
     trainer.last_checkpoint, trainer._saved_at = Path(path), trainer.agent_steps
     # resumed with another config (--force, a new max_steps): the run's end saves again, also

@@ -716,8 +716,9 @@ def train(env_id, config: POCAConfig | dict | str | Path | None = None,
                    workers=config.num_env_workers)
     try:  # closing stops env worker processes, also when the run fails
         trainer = Trainer(env, config, run_dir, name, env_kwargs, progress, max_agents)
-        if state is not None:
-            trainer.load(latest, state)
+        if state is not None:  # --force also takes agents in other slots than the run's
+            trainer.load(latest, {k: v for k, v in state.items()
+                                  if not (force and k == "slot_names")})
         return trainer.run(until, starting)
     finally:
         try:

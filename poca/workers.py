@@ -185,6 +185,7 @@ class WorkerEnvGroup(GroupEnv):
         probe = ParallelEnvGroup(env_fn, 1, max_agents, max_steps)  # spaces and checks, here
         probe.close()
         super().__init__(probe.spec, E)
+        self.slot_names = probe.slot_names  # as ParallelEnvGroup's (errors, checkpoints)
         self.pays_group_reward = False  # until a worker's copies show a group_reward
         shares = np.array_split(np.arange(E), N)
         self.shares = [(int(s[0]), len(s)) for s in shares]

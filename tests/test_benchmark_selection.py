@@ -269,6 +269,10 @@ def test_the_summary_judges_the_records_its_tests_reported_not_the_files(monkeyp
             when=when, user_properties=[(conftest.RECORD_PROPERTY, json.dumps(record)),
                                         ("other", 1)]))
     assert reported[conftest.RECORD_PROPERTY] == [record]
+    conftest.pytest_sessionstart(None)  # a second session in this process: its own only
+    assert reported[conftest.RECORD_PROPERTY] == []
+    conftest.pytest_runtest_logreport(types.SimpleNamespace(
+        when="call", user_properties=[(conftest.RECORD_PROPERTY, json.dumps(record))]))
     assert conftest._too_slow(reported[conftest.RECORD_PROPERTY],
                               {"c": {"steps_to_threshold": 100}}) == {"c": float("inf")}
 
@@ -276,7 +280,8 @@ def test_the_summary_judges_the_records_its_tests_reported_not_the_files(monkeyp
 @pytest.mark.parametrize("argv, fragment", [
     (["--cases", "sisl-persuit"], "--cases: unknown ['sisl-persuit']"),
     (["--methods", "attention,indep"], "--methods: unknown ['indep']"),
-    (["--seeds", "0"], "--seeds and --budget must be at least 1")])
+    (["--seeds", "0"], "--seeds and --budget must be at least 1"),
+    (["--cases", ""], "--cases: names none")])
 def test_the_third_party_script_refuses_unknown_names_as_a_usage_error(argv, fragment, capsys):
     """A typo in --cases was a KeyError traceback after the report folder was made."""
     from benchmarks.third_party import main

@@ -366,6 +366,9 @@ def test_a_resume_refuses_agents_in_other_slots_than_the_run_saved(tmp_path):
                        r"\['a_2', 'a_0', 'a_1'\]; this env puts them in \['a_0', 'a_1', 'a_2'\]"):
         train("tests.test_adapters:Leaving", small_config(max_steps=900), run_dir=run,
               resume=True)
+    assert train("tests.test_adapters:Leaving", small_config(max_steps=700), run_dir=run,
+                 resume=True, force=True).agent_steps >= 700
+    state = checkpoint.load(latest)
     del state["slot_names"]  # a checkpoint from before slot names were kept
     checkpoint.save(latest, state)
     assert train("tests.test_adapters:Leaving", small_config(max_steps=900), run_dir=run,

@@ -43,6 +43,7 @@ def test_every_field_matches_the_in_process_adapter():
     fn = functools.partial(GroupParallelEnv, "BatonPass-v0")
     here, there = ParallelEnvGroup(fn, 3), WorkerEnvGroup(fn, 3, 2)
     try:
+        assert there.slot_names == here.slot_names == [f"agent_{i}" for i in range(4)]
         a, b = here.reset(seed=7), there.reset(seed=7)
         rng = np.random.default_rng(0)
         ended = 0
