@@ -159,18 +159,16 @@ def _stop(child: subprocess.Popen) -> None:
     its summary (its records stay); an interrupt sent to us alone (`kill -INT`, a supervisor)
     is passed on after a moment; one that hangs is killed."""
     try:
-        for interrupt, timeout in ((False, 5), (True, 60)):
-            if interrupt:
-                child.send_signal(signal.SIGINT)
-            try:
-                child.wait(timeout=timeout)
-                return
-            except subprocess.TimeoutExpired:
-                pass
-    except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
-        pass
-    child.kill()
-    child.wait()
+        try:
+            child.wait(timeout=5)
+            return
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGINT)
+        child.wait(timeout=60)
+        return
+    except (KeyboardInterrupt, subprocess.TimeoutExpired):  # a second Ctrl-C, or a hang
+        child.kill()
+        child.wait()
 
 
 def matrix(report: Path, names: list[str | None], since: float = 0.0) -> str:

@@ -156,7 +156,7 @@ def _same_sum(reward, own: float, paid: float) -> bool:
     """`reward` is `own + paid` up to the rounding of the reward's own dtype (float32 for plain
     numbers, as groupenvs' views add them), relative to the parts' sizes: parts that nearly
     cancel leave a sum whose rounding is large next to itself."""
-    dtype = reward.dtype if isinstance(reward, (np.floating, np.ndarray)) else np.float32
+    dtype = getattr(reward, "dtype", np.float32)
     eps = float(np.finfo(dtype if np.issubdtype(dtype, np.floating) else np.float32).eps)
     return abs(float(reward) - (own + paid)) <= 4 * eps * (abs(own) + abs(paid)) + 1e-6
 
@@ -409,8 +409,8 @@ class ParallelEnvGroup(GroupEnv):
                                  f"PettingZoo ParallelEnv API), got {_describe(out)}")
             obs, infos = _dicts(out, ("observations", "infos"), where, "reset()")
             self._started[e] = True
-            possible = slot_order(env.possible_agents) if self.fixed_slots else None
-            if self.fixed_slots and possible != self._possible:
+            if self.fixed_slots and (possible := slot_order(env.possible_agents)) != \
+                    self._possible:
                 raise ValueError(f"{where}: possible_agents is {possible}, not "
                                  f"{self._possible} as when the run started (PettingZoo keeps "
                                  "it fixed); for environments whose agents change, give the "
